@@ -1,0 +1,1 @@
+"""fixdev's rules, one module each, plus the analysis they share (``analysis``)."""

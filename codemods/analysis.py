@@ -1,0 +1,609 @@
+"""What the rules need to know about a file beyond the syntax, computed once per
+file and shared by every rule: which classes are ``nn.Module``s, what a name
+holds (a module, a tensor and where it lives, a device), and which device is at
+hand at a point.
+
+Everything here is deliberately conservative: ``UNKNOWN`` is the answer
+whenever the code does not show otherwise, and rules treat it as "do not fix".
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Iterable
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import ParentNodeProvider, QualifiedNameProvider, Scope, ScopeProvider
+
+from fixdev.rule import CharSpanProvider, Edit
+
+if TYPE_CHECKING:
+    from fixdev.rule import Rule
+
+
+class Kind(enum.Enum):
+    UNKNOWN = "unknown"
+    MODULE = "module"  # an nn.Module instance
+    DEVICE_TENSOR = "device tensor"  # lives where the model / inputs live
+    HOST_TENSOR = "host tensor"  # made by a factory without device=: on the CPU
+    TENSOR = "tensor"  # a tensor, device not known
+    NUMPY = "numpy array"
+    DEVICE = "device"
+    LOADER = "data loader"
+
+    @property
+    def is_tensor(self) -> bool:
+        return self in (Kind.DEVICE_TENSOR, Kind.HOST_TENSOR, Kind.TENSOR)
+
+
+# Factories: fresh tensors, on the CPU unless device= is given.
+TENSOR_FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "zeros ones empty full rand randn randint randperm arange range linspace logspace eye "
+        "tensor as_tensor scalar_tensor from_numpy empty_strided tril_indices triu_indices "
+        "bartlett_window blackman_window hamming_window hann_window kaiser_window"
+    ).split()
+)
+LIKE_FACTORIES = frozenset(
+    f"torch.{name}_like" for name in "zeros ones empty full rand randn randint".split()
+)
+# torch functions that return something other than a tensor.
+NON_TENSOR_TORCH = frozenset(
+    f"torch.{name}"
+    for name in (
+        "device load save is_tensor is_floating_point is_complex numel manual_seed seed "
+        "get_default_dtype set_default_dtype set_default_device no_grad enable_grad "
+        "inference_mode set_grad_enabled is_grad_enabled compile jit.load jit.script jit.trace "
+        "Size dtype finfo iinfo get_num_threads set_num_threads typename"
+    ).split()
+)
+# Tensor methods whose result is a tensor on the receiver's device.
+TENSOR_METHODS = frozenset(
+    (
+        "abs add addmm all any amax amin argmax argmin argsort bmm bool byte ceil char chunk "
+        "clamp clamp_ clip clone contiguous cos cumsum detach div double exp expand expand_as "
+        "fill_ flatten flip float floor gather half int log log_softmax long masked_fill "
+        "masked_fill_ matmul max mean min mm mul neg norm normal_ permute pow relu repeat "
+        "repeat_interleave reshape roll round rsqrt sigmoid sign sin softmax sort split sqrt "
+        "square squeeze std sub sum t tanh topk transpose tril triu type_as uniform_ unbind "
+        "unflatten unsqueeze var view view_as where zero_ bfloat16 numpy tolist item"
+    ).split()
+)
+# Attribute reads or methods that show a value is a tensor.
+TENSOR_EVIDENCE = frozenset({"shape", "device", "dtype", "size", "dim", "ndim", "numel", "requires_grad", "grad"}) | TENSOR_METHODS
+MOVES = frozenset({"to", "cuda", "cpu", "type_as"})
+NON_TENSOR_METHODS = frozenset({"size", "dim", "item", "tolist", "numel", "numpy", "ndimension", "element_size"})
+LIGHTNING_MODULES = frozenset(
+    {
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "pytorch_lightning.core.module.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "lightning.pytorch.core.module.LightningModule",
+    }
+)
+NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter", "torch.nn.UninitializedBuffer"})
+DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+DEVICE_NAMES = ("device", "dev")
+
+
+def of(rule: "Rule") -> "FileAnalysis":
+    """The analysis of the file ``rule`` is looking at, made on first use."""
+    shared = rule.context.shared
+    if "analysis" not in shared:
+        shared["analysis"] = FileAnalysis(rule.context.module, rule.context.wrapper)
+    return shared["analysis"]
+
+
+def is_name_chain(node: cst.CSTNode) -> bool:
+    """``x``, ``self.x``, ``a.b.c``: names only, nothing evaluated but lookups."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
+def chain_root(node: cst.BaseExpression) -> cst.Name | None:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node if isinstance(node, cst.Name) else None
+
+
+def dotted(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def merge(kinds: Iterable[Kind]) -> Kind:
+    kinds = set(kinds)
+    if len(kinds) == 1:
+        return kinds.pop()
+    if kinds and all(k.is_tensor for k in kinds):
+        return Kind.TENSOR
+    return Kind.UNKNOWN
+
+
+class FileAnalysis:
+    def __init__(self, module: cst.Module, wrapper: cst.MetadataWrapper) -> None:
+        self.module = module
+        self._qnames = wrapper.resolve(QualifiedNameProvider)
+        self._parents = wrapper.resolve(ParentNodeProvider)
+        self._scopes = wrapper.resolve(ScopeProvider)
+        self._spans = wrapper.resolve(CharSpanProvider)
+        self._envs: dict[cst.CSTNode, dict[str, Kind]] = {}
+        self._attributes: dict[cst.ClassDef, dict[str, Kind]] = {}
+        self._evidence: dict[cst.FunctionDef, set[str]] = {}
+        self.module_classes = self._find_module_classes()
+
+    # -- basic facts ---------------------------------------------------------------
+
+    def qnames(self, node: cst.CSTNode) -> set[str]:
+        return {q.name for q in self._qnames.get(node, ())}
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parents.get(node)
+
+    def start(self, node: cst.CSTNode) -> int:
+        return self._spans[node].start
+
+    def end(self, node: cst.CSTNode) -> int:
+        span = self._spans[node]
+        return span.start + span.length
+
+    def enclosing(self, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
+        node = self.parent(node)
+        while node is not None and not isinstance(node, kind):
+            node = self.parent(node)
+        return node
+
+    def enclosing_method(self, node: cst.CSTNode) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
+        """The module class and its method that contain ``node``, if any."""
+        func = self.enclosing(node, cst.FunctionDef)
+        while func is not None:
+            owner = self.parent(self.parent(func))  # FunctionDef → IndentedBlock → ClassDef
+            if isinstance(owner, cst.ClassDef):
+                return (owner, func) if owner in self.module_classes else None
+            func = self.enclosing(func, cst.FunctionDef)
+        return None
+
+    # -- which classes are modules -----------------------------------------------
+
+    def _find_module_classes(self) -> set[cst.ClassDef]:
+        classes = m.findall(self.module, m.ClassDef())
+        found: set[cst.ClassDef] = set()
+        local_names: set[str] = set()
+        changed = True
+        while changed:  # a class may derive from a module class defined later in the file
+            changed = False
+            for cls in classes:
+                if cls in found:
+                    continue
+                for base in cls.bases:
+                    names = self.qnames(base.value) | ({dotted(base.value)} - {None})
+                    if any(self._is_module_base(n) for n in names) or names & local_names:
+                        found.add(cls)
+                        local_names.add(cls.name.value)
+                        changed = True
+                        break
+        return found
+
+    @staticmethod
+    def _is_module_base(name: str) -> bool:
+        if name in NOT_MODULES:
+            return False
+        if name in LIGHTNING_MODULES or name == "torch.nn.Module":
+            return True
+        parts = name.split(".")
+        if parts[:2] != ["torch", "nn"] or not parts[-1][:1].isupper():
+            return False
+        return len(parts) == 3 or parts[2] == "modules"
+
+    def is_module_class_call(self, call: cst.Call) -> bool:
+        names = self.qnames(call.func)
+        if any(self._is_module_base(n) for n in names):
+            return True
+        local = {c.name.value for c in self.module_classes}
+        return isinstance(call.func, cst.Name) and call.func.value in local
+
+    def is_lightning(self, cls: cst.ClassDef) -> bool:
+        return any(self.qnames(b.value) & LIGHTNING_MODULES for b in cls.bases)
+
+    # -- what a name holds ----------------------------------------------------------
+
+    def kind(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> Kind:
+        """What ``expr`` evaluates to, as far as the code shows."""
+        at = at or expr
+        if isinstance(expr, cst.Name):
+            return self._name_kind(expr.value, at)
+        if isinstance(expr, cst.Attribute):
+            return self._attribute_kind(expr, at)
+        if isinstance(expr, cst.Call):
+            return self._call_kind(expr, at)
+        if isinstance(expr, cst.BinaryOperation):
+            return self._combine(self.kind(expr.left, at), self.kind(expr.right, at))
+        if isinstance(expr, cst.UnaryOperation):
+            kind = self.kind(expr.expression, at)
+            return kind if kind.is_tensor else Kind.UNKNOWN
+        if isinstance(expr, cst.Subscript):
+            kind = self.kind(expr.value, at)
+            return kind if kind.is_tensor else Kind.UNKNOWN
+        if isinstance(expr, cst.SimpleString) and self.is_device_value(expr):
+            return Kind.DEVICE
+        return Kind.UNKNOWN
+
+    @staticmethod
+    def _combine(left: Kind, right: Kind) -> Kind:
+        for kind in (Kind.DEVICE_TENSOR, Kind.TENSOR, Kind.HOST_TENSOR):
+            if kind in (left, right) and (left.is_tensor or left is Kind.UNKNOWN) and (right.is_tensor or right is Kind.UNKNOWN):
+                return Kind.TENSOR if left.is_tensor and right.is_tensor and left != right else kind
+        return Kind.UNKNOWN
+
+    def _call_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
+        names = self.qnames(call.func)
+        if names & TENSOR_FACTORIES:
+            return Kind.HOST_TENSOR if keyword(call, "device") is None else Kind.TENSOR
+        if names & LIKE_FACTORIES and call.args:
+            return self.kind(call.args[0].value, at)
+        if "torch.device" in names:
+            return Kind.DEVICE
+        if names & DATA_LOADERS:
+            return Kind.LOADER
+        if self.is_module_class_call(call):
+            return Kind.MODULE
+        if any(n.split(".")[0] in ("numpy", "np") for n in names):
+            return Kind.NUMPY
+        if any(n.startswith("torch.") for n in names) and not names & NON_TENSOR_TORCH:
+            if any(n.startswith(("torch.cuda", "torch.distributed", "torch.utils", "torch.optim", "torch.backends")) for n in names):
+                return Kind.UNKNOWN
+            if any(n.startswith("torch.nn.") and not n.startswith("torch.nn.functional.") for n in names):
+                return Kind.UNKNOWN
+            arg_kinds = [self.kind(a.value, at) for a in call.args if a.keyword is None]
+            arg_kinds += [self.kind(e.value, at) for a in call.args for e in getattr(a.value, "elements", ())]
+            for kind in (Kind.DEVICE_TENSOR, Kind.HOST_TENSOR):
+                if kind in arg_kinds:
+                    return kind
+            return Kind.TENSOR
+        func = call.func
+        callee = self.kind(func, at)
+        if callee is Kind.MODULE:
+            return Kind.DEVICE_TENSOR  # a submodule's output lives on the model's device
+        if isinstance(func, cst.Attribute):
+            receiver = self.kind(func.value, at)
+            method = func.attr.value
+            if receiver is Kind.MODULE and method in ("to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"):
+                return Kind.MODULE
+            if receiver.is_tensor:
+                if method in ("numpy",):
+                    return Kind.NUMPY
+                if method in NON_TENSOR_METHODS:
+                    return Kind.UNKNOWN
+                if method == "cpu":
+                    return Kind.HOST_TENSOR
+                if method in MOVES:
+                    return self._moved_kind(call, at)
+                if method in TENSOR_METHODS or method.endswith("_"):
+                    return receiver
+        return Kind.UNKNOWN
+
+    def _moved_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
+        """``t.to(other.device)`` / ``t.type_as(other)`` follow ``other``."""
+        for arg in call.args:
+            value = arg.value
+            if isinstance(value, cst.Attribute) and value.attr.value == "device":
+                target = self.kind(value.value, at)
+                if target.is_tensor:
+                    return target
+            elif self.kind(value, at) is Kind.DEVICE_TENSOR:
+                return Kind.DEVICE_TENSOR
+        return Kind.TENSOR
+
+    def _attribute_kind(self, expr: cst.Attribute, at: cst.CSTNode) -> Kind:
+        attr = expr.attr.value
+        if attr == "device":
+            return Kind.DEVICE
+        owner_kind = self.kind(expr.value, at)
+        if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            method = self.enclosing_method(at)
+            if method is not None:
+                return self.attributes(method[0]).get(attr, Kind.UNKNOWN)
+        if owner_kind is Kind.MODULE and attr in ("weight", "bias"):
+            return Kind.DEVICE_TENSOR
+        if owner_kind.is_tensor and attr in ("T", "mT", "H", "real", "imag", "data"):
+            return owner_kind
+        return Kind.UNKNOWN
+
+    def _name_kind(self, name: str, at: cst.CSTNode) -> Kind:
+        func = at if isinstance(at, cst.FunctionDef) else self.enclosing(at, cst.FunctionDef)
+        scope_owner: cst.CSTNode = func if func is not None else self.module
+        env = self.environment(scope_owner)
+        if name in env:
+            return env[name]
+        if func is not None:
+            method = self.enclosing_method(at)
+            if name == "self" and method is not None and method[1] is func:
+                return Kind.MODULE
+            if name in self._parameter_names(func):
+                return self._parameter_kind(name, func)
+            # a name from an enclosing scope
+            outer = self.enclosing(func, cst.FunctionDef)
+            return self._name_kind(name, outer) if outer is not None else self.environment(self.module).get(name, Kind.UNKNOWN)
+        return Kind.UNKNOWN
+
+    @staticmethod
+    def _parameter_names(func: cst.FunctionDef) -> list[str]:
+        params = func.params
+        return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+    def _parameter_kind(self, name: str, func: cst.FunctionDef) -> Kind:
+        if not self.parameter_is_tensor(name, func):
+            return Kind.UNKNOWN
+        in_module = self.enclosing_method(func.body) is not None
+        return Kind.DEVICE_TENSOR if in_module else Kind.TENSOR
+
+    def parameter_is_tensor(self, name: str, func: cst.FunctionDef) -> bool:
+        """A parameter counts as a tensor only on evidence: a ``Tensor``
+        annotation, or use as a tensor (``.shape``, ``.device``, a tensor
+        method, passed to a submodule) in the function body."""
+        params = func.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == name and param.annotation is not None:
+                ann = param.annotation.annotation
+                if "torch.Tensor" in self.qnames(ann) or dotted(ann) in ("Tensor", "torch.Tensor"):
+                    return True
+        if func not in self._evidence:
+            self._evidence[func] = self._collect_evidence(func)
+        return name in self._evidence[func]
+
+    def _collect_evidence(self, func: cst.FunctionDef) -> set[str]:
+        used: set[str] = set()
+        for attribute in m.findall(func.body, m.Attribute(value=m.Name())):
+            if attribute.attr.value in TENSOR_EVIDENCE:
+                used.add(attribute.value.value)
+        for call in m.findall(func.body, m.Call(func=m.Attribute(value=m.Name("self")))):
+            if call.args and isinstance(call.args[0].value, cst.Name):
+                if self.attributes_of_method(func).get(call.func.attr.value) is Kind.MODULE:
+                    used.add(call.args[0].value.value)
+        return used
+
+    def attributes_of_method(self, func: cst.FunctionDef) -> dict[str, Kind]:
+        method = self.enclosing_method(func.body)
+        return self.attributes(method[0]) if method else {}
+
+    def first_tensor_parameter(self, func: cst.FunctionDef) -> str | None:
+        for name in self._parameter_names(func):
+            if name not in ("self", "cls") and self.parameter_is_tensor(name, func):
+                return name
+        return None
+
+    def environment(self, owner: cst.CSTNode) -> dict[str, Kind]:
+        """Name → kind for the names assigned in one function (or the module),
+        merged over every assignment: a name bound to two kinds is UNKNOWN."""
+        if owner not in self._envs:
+            self._build_environment(owner)
+        return self._envs[owner]
+
+    def _build_environment(self, owner: cst.CSTNode) -> None:
+        # Statements are read in order and the environment is visible while it
+        # is built, so ``y = x * 2`` sees what ``x = torch.ones(3)`` bound.
+        env: dict[str, Kind] = {}
+        self._envs[owner] = env
+        seen: dict[str, list[Kind]] = {}
+        body = owner.body if isinstance(owner, cst.FunctionDef) else owner
+
+        def bind(target: cst.BaseExpression, kind: Kind) -> None:
+            if isinstance(target, cst.Name):
+                seen.setdefault(target.value, []).append(kind)
+                env[target.value] = merge(seen[target.value])
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                for element in target.elements:
+                    bind(element.value, Kind.UNKNOWN if not kind.is_tensor else Kind.TENSOR)
+
+        for node in _own_statements(body):
+            if isinstance(node, cst.Assign):
+                kind = self.kind(node.value, node)
+                for target in node.targets:
+                    bind(target.target, kind)
+            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+                bind(node.target, self.kind(node.value, node))
+            elif isinstance(node, cst.AugAssign):
+                bind(node.target, Kind.UNKNOWN if not self.kind(node.target, node).is_tensor else self.kind(node.target, node))
+            elif isinstance(node, cst.For):
+                iterable = self.kind(node.iter, node)
+                if iterable is Kind.LOADER:
+                    bind(node.target, Kind.HOST_TENSOR)
+                elif iterable.is_tensor:
+                    bind(node.target, iterable)
+                else:
+                    bind(node.target, Kind.UNKNOWN)
+            else:
+                for name in _bound_names(node):
+                    bind(cst.Name(name), Kind.UNKNOWN)
+        if isinstance(owner, cst.FunctionDef):
+            # a parameter that is also reassigned keeps only what both agree on
+            for name in self._parameter_names(owner):
+                if name in seen:
+                    bind(cst.Name(name), self._parameter_kind(name, owner))
+
+    def attributes(self, cls: cst.ClassDef) -> dict[str, Kind]:
+        """``self.NAME`` → kind, from every ``self.NAME = ...`` and
+        ``self.register_buffer("NAME", ...)`` in the class's methods."""
+        if cls not in self._attributes:
+            self._attributes[cls] = {}
+            seen: dict[str, list[Kind]] = {}
+            for assign in m.findall(cls.body, m.Assign()):
+                for target in assign.targets:
+                    if m.matches(target.target, m.Attribute(value=m.Name("self"))):
+                        value = assign.value
+                        names = self.qnames(value.func) if isinstance(value, cst.Call) else set()
+                        if names & {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"}:
+                            kind = Kind.DEVICE_TENSOR
+                        else:
+                            kind = self.kind(value, assign)
+                        seen.setdefault(target.target.attr.value, []).append(kind)
+            for call in m.findall(cls.body, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer") | m.Name("register_parameter")))):
+                if call.args and isinstance(call.args[0].value, cst.SimpleString):
+                    seen.setdefault(call.args[0].value.evaluated_value, []).append(Kind.DEVICE_TENSOR)
+            self._attributes[cls] = {name: merge(kinds) for name, kinds in seen.items()}
+        return self._attributes[cls]
+
+    def is_numpy_value(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        return self.kind(expr, at) is Kind.NUMPY
+
+    # -- which device is at hand ----------------------------------------------------
+
+    def is_device_value(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return isinstance(value, str) and value.split(":")[0] in ("cuda", "cpu", "mps", "xpu")
+        if isinstance(expr, cst.IfExp):
+            return self.is_device_value(expr.body) and self.is_device_value(expr.orelse)
+        if isinstance(expr, cst.Call):
+            return "torch.device" in self.qnames(expr.func)
+        return False
+
+    def device_at(self, node: cst.CSTNode) -> str | None:
+        """Source text of a device already defined where ``node`` runs: a
+        ``device``/``dev`` parameter, a name bound to a device earlier in the
+        function or the module, or ``self.device`` set in ``__init__``."""
+        func = self.enclosing(node, cst.FunctionDef)
+        position = self.start(node)
+        while func is not None:
+            for name in self._parameter_names(func):
+                if name in DEVICE_NAMES:
+                    return name
+            found = self._device_binding(func.body, position)
+            if found:
+                return found
+            method = self.enclosing_method(func.body)
+            if method is not None:
+                cls, _ = method
+                if self.is_lightning(cls) or self._sets_self_device(cls):
+                    return "self.device"
+            func = self.enclosing(func, cst.FunctionDef)
+        in_function = self.enclosing(node, cst.FunctionDef) is not None
+        return self._device_binding(self.module, None if in_function else position)
+
+    def _device_binding(self, body: cst.CSTNode, before: int | None) -> str | None:
+        for node in _own_statements(body):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                if before is not None and self.start(node) >= before:
+                    continue
+                if self.is_device_value(node.value):
+                    name = node.targets[0].target.value
+                    if self._bound_once(body, name):
+                        return name
+        return None
+
+    def _bound_once(self, body: cst.CSTNode, name: str) -> bool:
+        count = 0
+        for node in _own_statements(body):
+            if name in _bound_names(node) or (
+                isinstance(node, (cst.Assign,)) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
+            ):
+                count += 1
+        return count == 1
+
+    def _sets_self_device(self, cls: cst.ClassDef) -> bool:
+        for assign in m.findall(cls.body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self"), attr=m.Name("device")))])):
+            func = self.enclosing(assign, cst.FunctionDef)
+            if func is not None and func.name.value == "__init__" and self.is_device_value(assign.value):
+                return True
+        return False
+
+    # -- imports and new definitions ---------------------------------------------------
+
+    def torch_alias(self) -> str | None:
+        """The name ``import torch [as t]`` binds at module level."""
+        for statement in self.module.body:
+            if m.matches(statement, m.SimpleStatementLine()):
+                for small in statement.body:
+                    if isinstance(small, cst.Import):
+                        for alias in small.names:
+                            if dotted(alias.name) == "torch":
+                                return alias.asname.name.value if alias.asname else "torch"
+        return None
+
+    def after_imports(self) -> int:
+        """Offset just after the leading docstring, ``__future__`` and import
+        statements: where a new module-level definition goes."""
+        offset = 0
+        for i, statement in enumerate(self.module.body):
+            if isinstance(statement, cst.SimpleStatementLine):
+                first = statement.body[0]
+                is_docstring = i == 0 and isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString))
+                if is_docstring or all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body):
+                    offset = self.end(statement)
+                    continue
+            break
+        return offset
+
+    def names_in_use(self) -> set[str]:
+        if not hasattr(self, "_names_in_use"):
+            self._names_in_use = {n.value for n in m.findall(self.module, m.Name())}
+        return self._names_in_use
+
+    def torch_function(self, name: str, rule: "Rule") -> tuple[str, list[Edit]]:
+        """How to spell ``torch.<name>`` here, with the import edits that needs."""
+        alias = self.torch_alias()
+        if alias is not None:
+            return f"{alias}.{name}", []
+        for statement in self.module.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.ImportFrom) and dotted(small.module) == "torch" and not isinstance(small.names, cst.ImportStar):
+                        if any(a.name.value == name and a.asname is None for a in small.names):
+                            return name, []
+                        names = list(small.names)
+                        names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                        new = small.with_changes(names=[*names, cst.ImportAlias(cst.Name(name))])
+                        return name, [rule.replace(small, new)]
+        newline = self.module.default_newline
+        return f"torch.{name}", [rule.insert(self.after_imports(), f"{newline if self.after_imports() else ''}import torch{newline if not self.after_imports() else ''}")]
+
+
+def _own_statements(body: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    """Assignments and loops that bind names in ``body``'s own scope: nested
+    functions, classes, lambdas and comprehensions are not entered."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        for child in reversed(node.children):
+            if isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+                yield child
+                continue
+            if isinstance(child, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+                continue
+            if isinstance(child, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.Import, cst.ImportFrom, cst.With, cst.NamedExpr, cst.ExceptHandler)):
+                yield child
+            stack.append(child)
+
+
+def _bound_names(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return {node.name.value}
+    if isinstance(node, cst.Import):
+        return {(a.asname.name.value if a.asname else dotted(a.name).split(".")[0]) for a in node.names}
+    if isinstance(node, cst.ImportFrom):
+        if isinstance(node.names, cst.ImportStar):
+            return set()
+        return {(a.asname.name.value if a.asname else a.name.value) for a in node.names if isinstance(a.name, cst.Name)}
+    names: set[str] = set()
+    if isinstance(node, cst.With):
+        for item in node.items:
+            if item.asname is not None:
+                names |= {n.value for n in m.findall(item.asname.name, m.Name())}
+    elif isinstance(node, cst.NamedExpr):
+        names |= {n.value for n in m.findall(node.target, m.Name())}
+    elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+        names |= {n.value for n in m.findall(node.name.name, m.Name())}
+    return names

@@ -1,0 +1,192 @@
+"""FDV101 like-factory: ``torch.ones(x.shape)`` → ``torch.ones_like(x)``."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from fixdev.rule import Invalid, Rule
+
+from . import analysis
+
+# factory → (name of its _like twin, positional arguments before the shape)
+FACTORIES = {
+    "torch.ones": ("ones_like", 0),
+    "torch.zeros": ("zeros_like", 0),
+    "torch.empty": ("empty_like", 0),
+    "torch.rand": ("rand_like", 0),
+    "torch.randn": ("randn_like", 0),
+    "torch.full": ("full_like", 0),
+    "torch.randint": ("randint_like", None),  # (high, size) or (low, high, size)
+}
+# Keywords the _like twins accept; any other (out=, generator=, names=,
+# pin_memory=) has no counterpart, so the rule stays silent.
+KEPT_KEYWORDS = {"dtype", "layout", "device", "requires_grad"}
+VARARG_FACTORIES = {"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"}
+
+
+class LikeFactory(Rule):
+    """
+    ## What it does
+    Finds tensor factories whose size is another tensor's shape, such as
+    `torch.ones(x.shape)`, `torch.zeros(x.size())`, `torch.randn(*x.shape)`,
+    `torch.full(x.shape, v)` and `torch.randint(lo, hi, x.shape)`, and rewrites
+    them to the `_like` form: `torch.ones_like(x)`, `torch.full_like(x, v)`,
+    `torch.randint_like(x, lo, hi)`.
+
+    ## Why is this bad?
+    A factory allocates on the default device, the CPU, whatever device `x` is
+    on. When `x` lives on the GPU, combining the two raises `Expected all tensors
+    to be on the same device`. The `_like` twin allocates on `x.device`.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        mask = torch.ones(x.shape)
+        return x * mask
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        mask = torch.ones_like(x)
+        return x * mask
+    ```
+
+    ## Fix safety
+    The result takes `x`'s dtype, layout and memory format, unless `dtype=` was
+    given (it is kept): `torch.ones(x.shape)` is always float32, but
+    `torch.ones_like(x)` is int64 when `x` is. `torch.rand_like` and
+    `torch.randn_like` raise on integer or bool `x`. Every other argument is kept.
+
+    ## When it stays silent
+    When `x` is not a plain name or attribute chain (evaluating a call once
+    instead of twice, or not at all, could change behaviour); when `x` is known
+    to be a NumPy array; when an argument has no `_like` counterpart (`out=`,
+    `generator=`, `names=`, `pin_memory=`); when the size is not exactly
+    `x.shape` or `x.size()`.
+    """
+
+    code = "FDV101"
+    name = "like-factory"
+    message = "Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"
+    triggers = (".shape", ".size(")
+
+    VALID = [
+        "import torch\ny = torch.ones(3, 4)\n",
+        "import torch\ny = torch.ones(x.shape[0], 4)\n",
+        "import torch\ny = torch.ones(make().shape)\n",
+        "import torch\ny = torch.ones(x.shape, out=buf)\n",
+        "import torch\ny = torch.randn(x.shape, generator=g)\n",
+        "import numpy as np\nimport torch\na = np.zeros((2, 3))\ny = torch.zeros(a.shape)\n",
+        "ones = lambda s: s\ny = ones(x.shape)\n",
+    ]
+    INVALID = [
+        Invalid("import torch\ny = torch.ones(x.shape)\n", "import torch\ny = torch.ones_like(x)\n"),
+        Invalid("import torch as t\ny = t.zeros(x.size(), dtype=t.int64)\n", "import torch as t\ny = t.zeros_like(x, dtype=t.int64)\n"),
+        Invalid("from torch import randn\ny = randn(*self.h.shape)\n", "from torch import randn\ny = randn_like(self.h)\n"),
+        Invalid("import torch\ny = torch.full(x.shape, 0.5)\n", "import torch\ny = torch.full_like(x, 0.5)\n"),
+        Invalid("import torch\ny = torch.randint(0, 10, x.shape)\n", "import torch\ny = torch.randint_like(x, 0, 10)\n"),
+        Invalid("import torch\ny = torch.randint(10, size=x.shape)\n", "import torch\ny = torch.randint_like(x, 10)\n"),
+        Invalid("import torch\ny = torch.empty(size=x.size(), requires_grad=True)\n", "import torch\ny = torch.empty_like(x, requires_grad=True)\n"),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        factory = next((q for q in self.qualified_names(node.func) if q in FACTORIES), None)
+        if factory is None:
+            return
+        split = _split_shape(factory, node.args)
+        if split is None:
+            return
+        shape_arg, before, after = split
+        owner = _shape_owner(shape_arg)
+        if owner is None or analysis.of(self).is_numpy_value(owner, node):
+            return
+        twin, _ = FACTORIES[factory]
+        new_func = _renamed(node.func, twin)
+        new_args = [cst.Arg(owner), *before, *after]
+        new_call = node.with_changes(func=new_func, args=_comma_separated(new_args))
+        self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Use `{twin}`")
+
+
+def _split_shape(factory: str, args: tuple[cst.Arg, ...]) -> tuple[cst.Arg, list[cst.Arg], list[cst.Arg]] | None:
+    """(the shape argument, positional args to keep, keyword args to keep), or None."""
+    positional = [a for a in args if a.keyword is None and a.star == ""]
+    keywords = [a for a in args if a.keyword is not None]
+    if any(a.star == "**" for a in args):
+        return None
+    starred = [a for a in args if a.star == "*"]
+    size_kw = [a for a in keywords if a.keyword.value == "size"]
+    kept_keywords = [a for a in keywords if a.keyword.value != "size"]
+    if any(a.keyword.value not in KEPT_KEYWORDS | {"fill_value"} for a in kept_keywords):
+        return None
+    if factory == "torch.full":
+        # full(size, fill_value): the shape is the first positional or size=
+        if size_kw and not starred:
+            shape = size_kw[0]
+            others = positional
+        elif positional and not starred and not size_kw:
+            shape, others = positional[0], positional[1:]
+        else:
+            return None
+        if len(others) + sum(a.keyword.value == "fill_value" for a in kept_keywords) != 1:
+            return None
+        return shape, [_positional(a) for a in others], kept_keywords
+    if factory == "torch.randint":
+        if starred:
+            return None
+        if size_kw:
+            shape, bounds = size_kw[0], positional
+        elif len(positional) in (2, 3):
+            shape, bounds = positional[-1], positional[:-1]
+        else:
+            return None
+        if not 1 <= len(bounds) <= 2:
+            return None
+        return shape, [_positional(a) for a in bounds], kept_keywords
+    # ones/zeros/empty/rand/randn: a single positional shape, *shape, or size=
+    candidates = positional + starred + size_kw
+    if len(candidates) != 1:
+        return None
+    shape = candidates[0]
+    if shape.star == "*" and factory not in VARARG_FACTORIES:
+        return None
+    return shape, [], kept_keywords
+
+
+def _shape_owner(arg: cst.Arg) -> cst.BaseExpression | None:
+    """``T`` from ``T.shape`` or ``T.size()``, when T is a name or attribute chain."""
+    value = arg.value
+    if m.matches(value, m.Attribute(attr=m.Name("shape"))):
+        owner = value.value
+    elif m.matches(value, m.Call(func=m.Attribute(attr=m.Name("size")), args=())):
+        owner = value.func.value
+    else:
+        return None
+    if value.lpar or not analysis.is_name_chain(owner):
+        return None
+    return owner.with_changes(lpar=(), rpar=())
+
+
+def _renamed(func: cst.BaseExpression, twin: str) -> cst.BaseExpression:
+    if isinstance(func, cst.Attribute):
+        return func.with_changes(attr=cst.Name(twin))
+    return cst.Name(twin)
+
+
+def _positional(arg: cst.Arg) -> cst.Arg:
+    return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) if arg.keyword and arg.keyword.value == "size" else arg
+
+
+def _comma_separated(args: list[cst.Arg]) -> list[cst.Arg]:
+    """Arguments joined by ", ", keeping the spacing an argument already had."""
+    result = []
+    for i, arg in enumerate(args):
+        last = i == len(args) - 1
+        if last:
+            result.append(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+        elif isinstance(arg.comma, cst.Comma):
+            result.append(arg)
+        else:
+            result.append(arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
+    return result

@@ -1,0 +1,267 @@
+"""The ``fixdev`` command. Thin: it reads options and hands them to the engine.
+
+Listing and explaining rules are flags (``--list-rules``, ``--explain``), not
+subcommands, so a folder called ``rules`` is never mistaken for a command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import __version__, output
+from .config import ConfigError
+from .discovery import Missing, discover
+from .engine import apply_edits
+from .registry import SelectionError, all_rules, find_rule, matching
+from .rule import Finding
+from .runner import FileResult, Mode, Overrides, process_file, process_text
+from .source import LineIndex, Source, SourceError
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class Color(str, Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+class Format(str, Enum):
+    full = "full"
+    concise = "concise"
+    json = "json"
+    github = "github"
+    sarif = "sarif"
+
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+def _words(values: Optional[List[str]]) -> tuple[str, ...]:
+    return tuple(w.strip() for v in values or () for w in v.split(",") if w.strip())
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"fixdev: error: {message}", err=True)
+    raise typer.Exit(EXIT_ERROR)
+
+
+def _use_color(choice: Color) -> bool:
+    if choice is Color.always:
+        return True
+    if choice is Color.never or os.environ.get("NO_COLOR"):
+        return False
+    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"fixdev {__version__}")
+        raise typer.Exit()
+
+
+def _list_rules(value: bool) -> None:
+    if value:
+        for rule in all_rules():
+            mark = "[*]" if rule.fixable() else "   "
+            typer.echo(f"{rule.code}  {mark}  {rule.name:<20} {rule.message}")
+        raise typer.Exit()
+
+
+def _explain(value: Optional[str]) -> None:
+    if value:
+        try:
+            rule = find_rule(value)
+        except SelectionError as exc:
+            _fail(str(exc))
+        typer.echo(f"# {rule.code} {rule.name}\n\n{rule.message}.\n\nFix: {'available' if rule.fixable() else 'none (reported only)'}\n")
+        typer.echo(rule.doc())
+        if rule.options:
+            typer.echo("\n## Options ([tool.fixdev.rules.%s])" % rule.name)
+            for key, option in rule.options.items():
+                typer.echo(f"- `{key}` ({option.type.__name__}, default {option.default!r}): {option.help}")
+        raise typer.Exit()
+
+
+class Interaction:
+    """``--interactive``: asks about each fix, like ``git add -p``."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+        self.answer_all: bool | None = None  # True after [a]ll, False after [q]uit
+
+    def __call__(self, path: Path, text: str, finding: Finding) -> bool:
+        if self.answer_all is not None:
+            return self.answer_all
+        row, column = LineIndex(text).position(finding.start)
+        typer.echo(f"{output.display(path)}:{row}:{column}: {finding.code} [{finding.name}] {finding.fix.message}")
+        typer.echo(output.unified_diff(path, text, apply_edits(text, finding.fix.edits), self.color), nl=False)
+        while True:
+            answer = typer.prompt("Apply this fix? [y]es / [n]o / [a]ll / [q]uit", default="y", show_default=False).strip().lower()
+            if answer in ("y", "yes", "n", "no", "a", "all", "q", "quit"):
+                break
+        if answer.startswith("a"):
+            self.answer_all = True
+        elif answer.startswith("q"):
+            self.answer_all = False
+        return answer[0] in "ya"
+
+
+@app.command(context_settings={"help_option_names": ["-h", "--help"]})
+def main_command(
+    paths: Optional[List[Path]] = typer.Argument(None, help="Files or folders to check (default: .). '-' reads stdin.", show_default=False),
+    check: bool = typer.Option(False, "--check", help="Report findings, change nothing (the default)."),
+    diff: bool = typer.Option(False, "--diff", help="Print the fixes as unified diffs, change nothing."),
+    apply: bool = typer.Option(False, "--apply", help="Print each file's diff, then write the fixes."),
+    interactive: bool = typer.Option(False, "--interactive", "-i", help="With --apply: ask before each fix."),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Rules to run: codes, prefixes, names or ALL (comma-separated)."),
+    extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", help="Rules to add to the selection."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Rules to leave out."),
+    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Gitignore-style glob of paths to skip (repeatable)."),
+    output_format: Format = typer.Option(Format.full, "--output-format", help="full, concise, json, github or sarif."),
+    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="Name for source read from stdin ('-')."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only."),
+    color: Color = typer.Option(Color.auto, "--color", help="Color diffs: auto (on a terminal), always, never."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    list_rules: bool = typer.Option(False, "--list-rules", callback=_list_rules, is_eager=True, help="List the rules."),
+    explain: Optional[str] = typer.Option(None, "--explain", callback=_explain, is_eager=True, help="Print a rule's documentation.", metavar="RULE"),
+) -> None:
+    """Find and fix PyTorch device bugs (CPU/CUDA mismatches)."""
+    if sum((check, diff, apply)) > 1:
+        _fail("choose one of --check, --diff, --apply")
+    mode = Mode.APPLY if apply else Mode.DIFF if diff else Mode.CHECK
+    if interactive and mode is not Mode.APPLY:
+        _fail("--interactive goes with --apply")
+    if interactive and not sys.stdin.isatty():
+        _fail("--interactive needs a terminal on stdin; use --apply or --diff instead")
+    for word in (*_words(select), *_words(extend_select), *_words(ignore)):
+        try:
+            matching(word)
+        except SelectionError as exc:
+            _fail(f"{exc} (see fixdev --list-rules)")
+    overrides = Overrides(select=_words(select) or None, extend_select=_words(extend_select), ignore=_words(ignore))
+    use_color = _use_color(color)
+    paths = paths or [Path(".")]
+
+    if any(str(p) == "-" for p in paths):
+        if len(paths) > 1:
+            _fail("'-' (stdin) cannot be combined with other paths")
+        raise typer.Exit(_run_stdin(Path(stdin_filename or "stdin.py"), mode, overrides, output_format, quiet, exit_zero, use_color))
+
+    ask = Interaction(use_color) if interactive else None
+    results: list[FileResult] = []
+    errors = 0
+    printed_config_errors: set[str] = set()
+    for item in discover(paths, _words(exclude)):
+        if isinstance(item, Missing):
+            typer.echo(f"{output.display(item.path)}: error: {item.message}", err=True)
+            errors += 1
+            continue
+        approve = (lambda text, finding, path=item: ask(path, text, finding)) if ask else None
+        show_before_write = output_format is Format.full and mode is Mode.APPLY and not quiet and not interactive
+        result = process_file(
+            item, mode, overrides, approve,
+            before_write=(lambda r: typer.echo(output.unified_diff(r.path, r.original, r.fixed, use_color), nl=False)) if show_before_write else None,
+        )
+        if result.error:
+            errors += 1
+            line = result.error if result.error_is_config else f"{output.display(item)}: error: {result.error}"
+            if line not in printed_config_errors:
+                typer.echo(line, err=True)
+                printed_config_errors.add(line)
+        results.append(result)
+        if output_format is Format.full or output_format is Format.concise:
+            _print_file(result, mode, output_format, quiet, use_color, diff_printed=show_before_write)
+
+    if output_format in (Format.json, Format.github, Format.sarif):
+        items = output.as_json(r for r in results if not r.error)
+        if output_format is Format.json:
+            typer.echo(json.dumps(items, indent=2))
+        elif output_format is Format.github:
+            typer.echo(output.github(items), nl=False)
+        else:
+            typer.echo(output.sarif(items), nl=False)
+    if not quiet:
+        _summary(results, mode)
+    raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+
+
+def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool) -> None:
+    if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
+        typer.echo(output.unified_diff(result.path, result.original, result.fixed, color), nl=False)
+    index = LineIndex(result.findings_text)
+    for finding in result.findings:
+        line = output.finding_line(result.path, index, finding, concise=fmt is Format.concise)
+        typer.echo(line, err=mode is Mode.DIFF)
+
+
+def _summary(results: list[FileResult], mode: Mode) -> None:
+    remaining = sum(len(r.findings) for r in results)
+    applied = sum(len(r.applied) for r in results)
+    files = sum(r.fixed is not None for r in results)
+    if mode is Mode.CHECK:
+        fixable = sum(1 for r in results for f in r.findings if f.fix)
+        if remaining:
+            typer.echo(f"Found {_plural(remaining, 'finding')} ({fixable} fixable with --apply).", err=True)
+    elif mode is Mode.DIFF:
+        if applied or remaining:
+            typer.echo(f"Would fix {_plural(applied, 'finding')} in {_plural(files, 'file')}; {remaining} without a fix.", err=True)
+    else:
+        if applied or remaining:
+            typer.echo(f"Fixed {_plural(applied, 'finding')} in {_plural(files, 'file')}; {remaining} remaining.", err=True)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _exit_code(results: list[FileResult], mode: Mode, errors: int, exit_zero: bool) -> int:
+    if errors:
+        return EXIT_ERROR
+    if exit_zero:
+        return EXIT_CLEAN
+    remaining = any(r.findings for r in results)
+    changes = any(r.fixed is not None for r in results)
+    if mode is Mode.APPLY:
+        return EXIT_FINDINGS if remaining else EXIT_CLEAN
+    return EXIT_FINDINGS if remaining or changes else EXIT_CLEAN
+
+
+def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool) -> int:
+    data = sys.stdin.buffer.read()
+    try:
+        source = Source.decode(data)
+    except SourceError as exc:
+        typer.echo(f"{output.display(name)}: error: {exc}", err=True)
+        if mode is Mode.APPLY:
+            sys.stdout.buffer.write(data)
+        return EXIT_ERROR
+    result = process_text(name, source, Mode.DIFF if mode is Mode.APPLY else mode, overrides)
+    if result.error:
+        typer.echo(result.error if result.error_is_config else f"{output.display(name)}: error: {result.error}", err=True)
+        if mode is Mode.APPLY:
+            sys.stdout.buffer.write(data)
+        return EXIT_ERROR
+    if mode is Mode.APPLY:
+        sys.stdout.buffer.write(source.encode(result.findings_text))
+        sys.stdout.flush()
+        for finding in result.findings:
+            typer.echo(output.finding_line(name, LineIndex(result.findings_text), finding), err=True)
+    elif fmt in (Format.json, Format.github, Format.sarif):
+        items = output.as_json([result])
+        typer.echo(json.dumps(items, indent=2) if fmt is Format.json else output.github(items) if fmt is Format.github else output.sarif(items), nl=fmt is Format.json)
+    else:
+        _print_file(result, mode, fmt, quiet, color, diff_printed=False)
+    return _exit_code([result], Mode.APPLY if mode is Mode.APPLY else mode, 0, exit_zero)
+
+
+def main() -> None:
+    app(prog_name="fixdev")

@@ -1,0 +1,153 @@
+"""Which files a run looks at.
+
+Directories are walked for ``*.py``; ``.gitignore`` files (from the repository
+root down) and the default and configured excludes prune the walk. A file named
+on the command line is always processed. Symbolic links to directories are not
+followed, a linked file is taken only when it resolves inside the tree being
+walked, and a file reached twice is yielded once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pathspec
+
+from .config import DEFAULT_EXCLUDES
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A command-line path that does not exist or cannot be listed."""
+
+    path: Path
+    message: str
+
+
+def _spec(patterns: Iterable[str]) -> pathspec.PathSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+def glob_matches(pattern: str, path: Path, root: Path) -> bool:
+    """Gitignore-style matching: a pattern without a slash matches any path
+    component; one with a slash is anchored at ``root``."""
+    rel = _relative(path, root)
+    spec = _spec([pattern])
+    return bool(spec.match_file(rel.as_posix())) or bool(spec.match_file(rel.as_posix() + "/"))
+
+
+def _relative(path: Path, root: Path) -> Path:
+    try:
+        return path.absolute().relative_to(root.absolute())
+    except ValueError:
+        return path
+
+
+def _repo_root(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def _read_gitignore(folder: Path) -> pathspec.PathSpec | None:
+    try:
+        lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return _spec(lines)
+
+
+class _Ignores:
+    """The stack of .gitignore specs that apply inside one folder."""
+
+    def __init__(self, layers: tuple[tuple[Path, pathspec.PathSpec], ...] = ()) -> None:
+        self.layers = layers
+
+    def entering(self, folder: Path) -> "_Ignores":
+        spec = _read_gitignore(folder)
+        return _Ignores(self.layers + ((folder, spec),)) if spec else self
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        # The deepest .gitignore with an opinion wins, as in git.
+        for folder, spec in reversed(self.layers):
+            rel = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
+            verdict = spec.check_file(rel).include
+            if verdict is not None:
+                return verdict
+        return False
+
+
+def _initial_ignores(start: Path) -> _Ignores:
+    root = _repo_root(start)
+    if root is None:
+        return _Ignores()
+    ignores = _Ignores()
+    chain = [start, *start.parents]
+    for folder in reversed(chain[: chain.index(root) + 1]):
+        if folder != start:
+            ignores = ignores.entering(folder)
+    return ignores
+
+
+def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: Path | None = None) -> Iterator[Path | Missing]:
+    """Yield the files to process, and a ``Missing`` for each bad path given."""
+    exclude_spec = _spec([*DEFAULT_EXCLUDES, *excludes])
+    exclude_root = (exclude_root or Path.cwd()).absolute()
+    seen: set[str] = set()
+
+    def excluded(path: Path, is_dir: bool) -> bool:
+        rel = _relative(path, exclude_root).as_posix()
+        return exclude_spec.match_file(rel + ("/" if is_dir else "")) or exclude_spec.match_file(rel)
+
+    def first_time(path: Path) -> bool:
+        key = os.path.realpath(path)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    for given in paths:
+        if given.is_file():
+            if first_time(given):
+                yield given
+            continue
+        if not given.is_dir():
+            reason = "no such file or directory" if not given.exists() and not given.is_symlink() else "not a file or directory"
+            yield Missing(given, reason)
+            continue
+        tree = os.path.realpath(given)
+        start = given.absolute()
+        stack: list[tuple[Path, _Ignores]] = [(given, _initial_ignores(start).entering(start))]
+        while stack:
+            folder, ignores = stack.pop()
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError as exc:
+                yield Missing(folder, f"cannot list directory: {exc.strerror}")
+                continue
+            subfolders = []
+            for entry in entries:
+                path = Path(entry.path)
+                try:
+                    is_link = entry.is_symlink()
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if is_dir:
+                    if not excluded(path, True) and not ignores.ignored(path.absolute(), True):
+                        subfolders.append(path)
+                    continue
+                if not entry.name.endswith(".py") or excluded(path, False) or ignores.ignored(path.absolute(), False):
+                    continue
+                if is_link:
+                    target = os.path.realpath(path)
+                    if not os.path.isfile(target) or os.path.commonpath([tree, target]) != tree:
+                        continue
+                if first_time(path):
+                    yield path
+            for sub in reversed(subfolders):
+                stack.append((sub, ignores.entering(sub.absolute())))

@@ -1,0 +1,226 @@
+"""Runs rules over source text and applies their fixes.
+
+The engine knows no single rule. For one text it parses once, computes the
+metadata the enabled rules ask for once, runs them all in one traversal,
+drops suppressed findings, and applies non-overlapping fixes; it repeats on
+the result until nothing more is fixable, so fixes that touch one expression
+compose (``torch.zeros(x.shape).cuda()``) and a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import libcst as cst
+
+from .rule import CharSpanProvider, Edit, Finding, Rule, RuleContext
+from .source import LineIndex, SourceError, parseable_text
+
+MAX_ROUNDS = 10
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,?\s*[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
+_FIXDEV_IGNORE = re.compile(r"#\s*fixdev:\s*ignore(?:\[(?P<words>[^\]]*)\])?")
+
+
+class FixConflictError(Exception):
+    """A fix produced text that does not parse, or fixes never settled."""
+
+
+def parse(text: str) -> cst.Module:
+    """Parse with libcst, turning its failures into one-line ``SourceError``s."""
+    parse_text = parseable_text(text)
+    try:
+        module = cst.parse_module(parse_text)
+    except cst.ParserSyntaxError as exc:
+        detail = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
+        if detail.startswith("expected one of") or "error at" in detail:
+            detail = "invalid syntax"
+        raise SourceError(f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: {detail}") from None
+    except RecursionError:
+        raise SourceError("code is nested too deeply to parse") from None
+    if module.code != parse_text:
+        # libcst drops some exotic whitespace (a form feed starting a line).
+        # Its offsets would then be wrong, so no finding or fix can be trusted.
+        raise SourceError("libcst cannot reproduce this file exactly (a form feed at the start of a line?); left unchanged")
+    return module
+
+
+def syntax_check(text: str) -> None:
+    """Cheap syntax check for files no rule needs to parse: CPython's parser,
+    confirmed by libcst's (newer syntax than the running Python is not an error)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(text)
+            return
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
+    parse(text)
+
+
+def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+    pieces, last = [], 0
+    for edit in sorted(edits):
+        pieces.append(text[last : edit.start])
+        pieces.append(edit.content)
+        last = edit.end
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _overlaps(edit: Edit, taken: Sequence[Edit]) -> bool:
+    for other in taken:
+        if edit == other:
+            continue
+        if edit.start < other.end and other.start < edit.end:
+            return True
+        if edit.start == edit.end == other.start == other.end:
+            return True  # two different insertions at one point: order would be a guess
+        if edit.start == edit.end and other.start < edit.start < other.end:
+            return True
+        if other.start == other.end and edit.start < other.start < edit.end:
+            return True
+    return False
+
+
+def suppressed_codes(text: str, module: cst.Module, spans: Mapping[cst.CSTNode, Any]) -> dict[int, set[str] | None]:
+    """Line number → codes or names suppressed there (None: everything)."""
+    if "noqa" not in text and "fixdev:" not in text:
+        return {}
+    index = LineIndex(text)
+    result: dict[int, set[str] | None] = {}
+
+    class Comments(cst.CSTVisitor):
+        def visit_Comment(self, node: cst.Comment) -> None:
+            line, _ = index.position(spans[node].start)
+            words = _comment_suppressions(node.value)
+            if words is False:
+                return
+            current = result.get(line, set())
+            result[line] = None if words is None or current is None else current | words
+
+    module.visit(Comments())
+    return result
+
+
+def _comment_suppressions(comment: str) -> set[str] | None | bool:
+    """The codes/names a comment suppresses, None for all, False for none."""
+    found: set[str] = set()
+    hit = False
+    for match in _NOQA.finditer(comment):
+        hit = True
+        if not match.group("codes"):
+            return None
+        found.update(code.upper() for code in re.findall(r"[A-Za-z]+[0-9]+", match.group("codes")))
+    for match in _FIXDEV_IGNORE.finditer(comment):
+        hit = True
+        if match.group("words") is None:
+            return None
+        found.update(word.strip() for word in match.group("words").split(",") if word.strip())
+    return found if hit else False
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    applied: list[Finding] = field(default_factory=list)
+    remaining: list[Finding] = field(default_factory=list)
+
+
+Approver = Callable[[str, Finding], bool]
+
+
+class Engine:
+    def __init__(self, rules: Sequence[type[Rule]], options: Mapping[str, Mapping[str, Any]] | None = None, ignored_codes: Iterable[str] = ()) -> None:
+        ignored = set(ignored_codes)
+        self.rules = tuple(rule for rule in rules if rule.code not in ignored)
+        self.options = options or {}
+        self.triggers = tuple({t for rule in self.rules for t in rule.triggers})
+
+    def might_match(self, text: str) -> bool:
+        return any(trigger in text for trigger in self.triggers)
+
+    def lint(self, text: str) -> list[Finding]:
+        """Findings for ``text``, sorted by position, suppressions applied."""
+        if not self.might_match(text):
+            syntax_check(text)
+            return []
+        module = parse(text)
+        wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
+        context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options)
+        visitors = [rule(context) for rule in self.rules]
+        wrapper.visit_batched(visitors)
+        findings = [finding for visitor in visitors for finding in visitor.findings]
+        if not findings:
+            return []
+        spans = wrapper.resolve(CharSpanProvider)
+        suppressions = suppressed_codes(text, module, spans)
+        if suppressions:
+            index = LineIndex(text)
+            findings = [f for f in findings if not _is_suppressed(f, index, suppressions)]
+        return sorted(set(findings), key=lambda f: (f.start, f.code, f.end, f.message))
+
+    def fix(self, text: str, approve: Approver | None = None) -> FixOutcome:
+        """Apply fixes until none is left; ``approve`` may veto each one."""
+        outcome = FixOutcome(text)
+        refused: set[tuple[str, str, tuple[Edit, ...]]] = set()
+        for _ in range(MAX_ROUNDS):
+            findings = self.lint(outcome.text)
+            taken: list[Edit] = []
+            chosen: list[Finding] = []
+            for finding in findings:
+                if finding.fix is None:
+                    continue
+                key = (finding.code, outcome.text[finding.start : finding.end], finding.fix.edits)
+                if key in refused or any(_overlaps(edit, taken) for edit in finding.fix.edits):
+                    continue
+                if approve is not None and not approve(outcome.text, finding):
+                    refused.add(key)
+                    continue
+                taken.extend(edit for edit in finding.fix.edits if edit not in taken)
+                chosen.append(finding)
+            if not chosen:
+                outcome.remaining = findings
+                return outcome
+            new_text = apply_edits(outcome.text, [_with_newline(edit, outcome.text) for edit in taken])
+            self._check_parses(outcome.text, new_text, chosen)
+            outcome.text = new_text
+            outcome.applied.extend(chosen)
+        raise FixConflictError(f"fixes did not settle after {MAX_ROUNDS} rounds; nothing written")
+
+    def _check_parses(self, old: str, new: str, chosen: Sequence[Finding]) -> None:
+        try:
+            parse(new)
+        except SourceError:
+            for finding in chosen:  # name the culprit
+                try:
+                    parse(apply_edits(old, finding.fix.edits))
+                except SourceError as exc:
+                    raise FixConflictError(
+                        f"internal error: the {finding.code} [{finding.name}] fix gives code that does not parse ({exc}); nothing written"
+                    ) from None
+            raise FixConflictError("internal error: the combined fixes give code that does not parse; nothing written") from None
+
+
+def _with_newline(edit: Edit, text: str) -> Edit:
+    """Rules write line breaks as the module's default newline; in a file with
+    lone CRs (which libcst saw as LFs) they must be CRs again."""
+    if "\n" in edit.content and "\r" in text and "\n" not in text:
+        return Edit(edit.start, edit.end, edit.content.replace("\n", "\r"))
+    return edit
+
+
+def _is_suppressed(finding: Finding, index: LineIndex, suppressions: dict[int, set[str] | None]) -> bool:
+    first, _ = index.position(finding.start)
+    last, _ = index.position(max(finding.start, finding.end - 1))
+    for line in {first, last}:
+        if line not in suppressions:
+            continue
+        words = suppressions[line]
+        if words is None or finding.code in words or finding.name in words:
+            return True
+    return False

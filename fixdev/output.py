@@ -1,0 +1,170 @@
+"""Everything a run prints: diffs, findings in each output format, errors."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from . import __version__
+from .registry import all_rules
+from .rule import Finding
+from .runner import FileResult
+from .source import LineIndex
+
+FORMATS = ("full", "concise", "json", "github", "sarif")
+
+_RED, _GREEN, _CYAN, _BOLD, _RESET = "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[1m", "\x1b[0m"
+
+
+def display(path: Path) -> str:
+    return path.as_posix()
+
+
+def unified_diff(path: Path, old: str, new: str, color: bool = False) -> str:
+    name = display(path)
+    lines = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name.lstrip('/')}", f"b/{name.lstrip('/')}"))
+    out = []
+    for line in lines:
+        if not line.endswith(("\n", "\r")):
+            line += "\n\\ No newline at end of file\n"
+        if color:
+            if line.startswith(("---", "+++")):
+                line = f"{_BOLD}{line.rstrip()}{_RESET}\n"
+            elif line.startswith("@@"):
+                line = f"{_CYAN}{line.rstrip()}{_RESET}\n"
+            elif line.startswith("-"):
+                line = f"{_RED}{line.rstrip(chr(10))}{_RESET}\n"
+            elif line.startswith("+"):
+                line = f"{_GREEN}{line.rstrip(chr(10))}{_RESET}\n"
+        out.append(line)
+    return "".join(out)
+
+
+def _location(index: LineIndex, offset: int) -> dict[str, int]:
+    row, column = index.position(offset)
+    return {"row": row, "column": column}
+
+
+def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool = False) -> str:
+    row, column = index.position(finding.start)
+    mark = " [*]" if finding.fix else ""
+    if concise:
+        return f"{display(path)}:{row}:{column}: {finding.code}{mark} {finding.message}"
+    return f"{display(path)}:{row}:{column}: {finding.code} [{finding.name}]{mark} {finding.message}"
+
+
+def as_json(results: Iterable[FileResult]) -> list[dict[str, Any]]:
+    items = []
+    for result in results:
+        index = LineIndex(result.findings_text)
+        original = LineIndex(result.original)
+        for finding, idx, fixed in [(f, original, True) for f in result.applied] + [(f, index, False) for f in result.findings]:
+            fix = None
+            if finding.fix is not None:
+                fix = {
+                    "applicability": finding.fix.applicability,
+                    "message": finding.fix.message,
+                    "applied": fixed,
+                    "edits": [
+                        {"content": e.content, "location": _location(idx, e.start), "end_location": _location(idx, e.end)}
+                        for e in finding.fix.edits
+                    ],
+                }
+            items.append(
+                {
+                    "code": finding.code,
+                    "name": finding.name,
+                    "message": finding.message,
+                    "filename": display(result.path),
+                    "location": _location(idx, finding.start),
+                    "end_location": _location(idx, finding.end),
+                    "fix": fix,
+                }
+            )
+    return items
+
+
+def github(items: Sequence[dict[str, Any]]) -> str:
+    lines = []
+    for item in items:
+        loc, end = item["location"], item["end_location"]
+        title = f"{item['code']} {item['name']}"
+        message = item["message"].replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        lines.append(
+            f"::warning title={title},file={item['filename']},line={loc['row']},col={loc['column']},"
+            f"endLine={end['row']},endColumn={end['column']}::{item['code']} {message}"
+        )
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def sarif(items: Sequence[dict[str, Any]]) -> str:
+    rules = [
+        {
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.message},
+            "fullDescription": {"text": rule.doc()},
+            "help": {"text": rule.doc(), "markdown": rule.doc()},
+            "properties": {"fixable": rule.fixable()},
+        }
+        for rule in all_rules()
+    ]
+    order = {rule["id"]: i for i, rule in enumerate(rules)}
+    results = []
+    for item in items:
+        result = {
+            "ruleId": item["code"],
+            "ruleIndex": order[item["code"]],
+            "level": "warning",
+            "message": {"text": item["message"]},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": item["filename"]},
+                        "region": {
+                            "startLine": item["location"]["row"],
+                            "startColumn": item["location"]["column"],
+                            "endLine": item["end_location"]["row"],
+                            "endColumn": item["end_location"]["column"],
+                        },
+                    }
+                }
+            ],
+        }
+        if item["fix"] is not None:
+            result["fixes"] = [
+                {
+                    "description": {"text": item["fix"]["message"]},
+                    "artifactChanges": [
+                        {
+                            "artifactLocation": {"uri": item["filename"]},
+                            "replacements": [
+                                {
+                                    "deletedRegion": {
+                                        "startLine": e["location"]["row"],
+                                        "startColumn": e["location"]["column"],
+                                        "endLine": e["end_location"]["row"],
+                                        "endColumn": e["end_location"]["column"],
+                                    },
+                                    "insertedContent": {"text": e["content"]},
+                                }
+                                for e in item["fix"]["edits"]
+                            ],
+                        }
+                    ],
+                }
+            ]
+        results.append(result)
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "fixdev", "version": __version__, "informationUri": "https://pypi.org/project/fixdev/", "rules": rules}},
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(log, indent=2) + "\n"

@@ -1,0 +1,170 @@
+"""What a rule is: the base class every module in ``codemods/`` subclasses.
+
+A rule is a libcst visitor. It looks at nodes, and for each problem it calls
+``self.report(node, fix=...)``. A fix is a set of text edits on the file, built
+with ``replace`` and ``insert``; the engine decides which fixes to apply, in
+what order, and checks the result. A rule never reads files or prints.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
+
+import libcst as cst
+from libcst import BatchableCSTVisitor
+from libcst.metadata import (
+    BaseMetadataProvider,
+    CodeSpan,
+    ParentNodeProvider,
+    QualifiedNameProvider,
+    ScopeProvider,
+)
+from libcst.metadata.span_provider import SpanProvidingCodegenState
+
+
+class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
+    """Start offset and length of every node, in characters of the source text.
+
+    libcst ships the same thing in bytes (``ByteSpanPositionProvider``); edits
+    are applied to text, so characters are the unit we need.
+    """
+
+    def _gen_impl(self, module: cst.Module) -> None:
+        state = SpanProvidingCodegenState(
+            default_indent=module.default_indent,
+            default_newline=module.default_newline,
+            provider=self,
+        )
+        module._codegen(state)
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    """Replace ``text[start:end]`` with ``content`` (an insertion when start == end)."""
+
+    start: int
+    end: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    edits: tuple[Edit, ...]
+    message: str
+    applicability: str = "safe"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    message: str
+    start: int  # character offsets in the text the rule saw
+    end: int
+    fix: Fix | None = None
+
+
+@dataclass(frozen=True)
+class Option:
+    """A per-rule setting, read from ``[tool.fixdev.rules.<rule-name>]``."""
+
+    type: type
+    default: Any
+    help: str
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An example the rule must flag; ``fixed`` is the expected text after the fix,
+    or None when the rule reports the site without a fix."""
+
+    code: str
+    fixed: str | None = None
+
+
+@dataclass
+class RuleContext:
+    """What one run of the rules over one file shares: the tree, its metadata,
+    the options, and a cache for analyses that several rules use."""
+
+    module: cst.Module
+    text: str
+    wrapper: cst.MetadataWrapper
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+class Rule(BatchableCSTVisitor):
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    # Text one of which must occur in a file for the rule to possibly match;
+    # files matching no enabled rule are never parsed.
+    triggers: ClassVar[tuple[str, ...]]
+    options: ClassVar[Mapping[str, Option]] = {}
+    VALID: ClassVar[Sequence[str]] = ()
+    INVALID: ClassVar[Sequence[Invalid]] = ()
+
+    METADATA_DEPENDENCIES = (CharSpanProvider, QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__()
+        self.context = context
+        self.findings: list[Finding] = []
+        defaults = {key: option.default for key, option in self.options.items()}
+        self.settings: dict[str, Any] = {**defaults, **context.options.get(self.name, {})}
+
+    # -- documentation -------------------------------------------------------
+
+    @classmethod
+    def doc(cls) -> str:
+        return textwrap.dedent(cls.__doc__ or "").strip()
+
+    @classmethod
+    def fixable(cls) -> bool:
+        return any(example.fixed is not None for example in cls.INVALID)
+
+    # -- reporting -----------------------------------------------------------
+
+    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "") -> None:
+        start, end = self.span(node)
+        edits = tuple(sorted(set(fix)))
+        self.findings.append(
+            Finding(
+                code=self.code,
+                name=self.name,
+                message=message or self.message,
+                start=start,
+                end=end,
+                fix=Fix(edits, fix_message or message or self.message) if edits else None,
+            )
+        )
+
+    # -- helpers for building fixes -------------------------------------------
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int]:
+        code_span = self.get_metadata(CharSpanProvider, node)
+        return code_span.start, code_span.start + code_span.length
+
+    def code_of(self, node: cst.CSTNode) -> str:
+        start, end = self.span(node)
+        return self.context.text[start:end]
+
+    def replace(self, node: cst.CSTNode, new: cst.CSTNode | str) -> Edit:
+        start, end = self.span(node)
+        content = new if isinstance(new, str) else self.context.module.code_for_node(new)
+        return Edit(start, end, content)
+
+    def insert(self, offset: int, content: str) -> Edit:
+        return Edit(offset, offset, content)
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        try:
+            return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+        except KeyError:
+            return set()
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.get_metadata(ParentNodeProvider, node, None)

@@ -1,0 +1,109 @@
+"""One file through the pipeline: read → decode → lint or fix → (write)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable
+
+from .config import ConfigError, Settings, nearest
+from .engine import Approver, Engine, FixConflictError
+from .registry import SelectionError
+from .rule import Finding
+from .source import Source, SourceError
+from .writer import WriteError, write_atomic
+
+
+class Mode(str, Enum):
+    CHECK = "check"
+    DIFF = "diff"
+    APPLY = "apply"
+
+
+@dataclass
+class FileResult:
+    path: Path
+    original: str = ""
+    fixed: str | None = None  # the new text, when fixes change it
+    findings: list[Finding] = field(default_factory=list)  # positions in ``findings_text``
+    applied: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    error_is_config: bool = False  # the message names a pyproject.toml, not this file
+    source: Source | None = None
+
+    @property
+    def findings_text(self) -> str:
+        return self.fixed if self.fixed is not None else self.original
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line says about settings; None means "keep the config's"."""
+
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+    def apply(self, settings: Settings) -> Settings:
+        return settings.override(
+            select=self.select,
+            extend_select=settings.extend_select + self.extend_select,
+            ignore=settings.ignore + self.ignore,
+        )
+
+
+_engines: dict[Any, Engine] = {}
+
+
+def engine_for(settings: Settings, path: Path) -> Engine:
+    ignored = frozenset(settings.ignored_for(path))
+    key = (settings, ignored)
+    if key not in _engines:
+        _engines[key] = Engine(settings.rules(), settings.options(), ignored)
+    return _engines[key]
+
+
+def settings_for(path: Path, overrides: Overrides) -> Settings:
+    return overrides.apply(nearest(path.absolute().parent))
+
+
+def process_text(
+    path: Path, source: Source, mode: Mode, overrides: Overrides, approve: Approver | None = None
+) -> FileResult:
+    result = FileResult(path, original=source.text, source=source)
+    try:
+        engine = engine_for(settings_for(path, overrides), path)
+        if mode is Mode.CHECK:
+            result.findings = engine.lint(source.text)
+        else:
+            outcome = engine.fix(source.text, approve)
+            result.findings = outcome.remaining
+            result.applied = outcome.applied
+            if outcome.text != source.text:
+                result.fixed = outcome.text
+    except ConfigError as exc:
+        result.error, result.error_is_config = str(exc), True
+    except (SourceError, FixConflictError, SelectionError) as exc:
+        result.error = str(exc)
+    return result
+
+
+def process_file(path: Path, mode: Mode, overrides: Overrides, approve: Approver | None = None, before_write: Callable[[FileResult], None] | None = None) -> FileResult:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return FileResult(path, error=f"cannot read: {exc.strerror or exc}")
+    try:
+        source = Source.decode(data)
+    except SourceError as exc:
+        return FileResult(path, error=str(exc))
+    result = process_text(path, source, mode, overrides, approve)
+    if mode is Mode.APPLY and result.fixed is not None and result.error is None:
+        if before_write is not None:
+            before_write(result)
+        try:
+            write_atomic(path, source.encode(result.fixed), expected=data)
+        except (WriteError, SourceError) as exc:
+            result.error = str(exc)
+    return result

@@ -1,0 +1,102 @@
+"""Bytes to text and back, keeping every byte a fix does not touch.
+
+A ``Source`` remembers how its file was written (encoding, BOM, line endings)
+so that ``Source.encode`` gives back the original bytes for untouched text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+class SourceError(Exception):
+    """The file cannot be read as Python source; the message says why."""
+
+
+@dataclass(frozen=True)
+class Source:
+    text: str  # decoded, without the BOM
+    encoding: str
+    bom: bool
+    newline: str  # the first line break in the file, "\n" when it has none
+
+    @classmethod
+    def decode(cls, data: bytes) -> "Source":
+        if b"\x00" in data:
+            raise SourceError("binary file (contains NUL bytes)")
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        except SyntaxError as exc:
+            raise SourceError(f"bad encoding declaration: {exc}") from None
+        bom = data.startswith(codecs.BOM_UTF8)
+        body = data[len(codecs.BOM_UTF8) :] if bom else data
+        if encoding == "utf-8-sig":
+            encoding = "utf-8"
+        try:
+            text = body.decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise SourceError(
+                f"cannot decode as {encoding}: byte {exc.object[exc.start]:#04x} at offset {exc.start}"
+            ) from None
+        except LookupError:
+            raise SourceError(f"unknown encoding {encoding!r}") from None
+        source = cls(text, encoding, bom, _first_newline(text))
+        if source.encode(text) != data:
+            # Some codecs do not map back byte for byte; refusing is better than
+            # silently rewriting bytes the user never asked us to touch.
+            raise SourceError(f"encoding {encoding} does not round-trip exactly; left unchanged")
+        return source
+
+    @classmethod
+    def from_text(cls, text: str) -> "Source":
+        bom = text.startswith("\ufeff")
+        if bom:
+            text = text[1:]
+        return cls(text, "utf-8", bom, _first_newline(text))
+
+    def encode(self, text: str) -> bytes:
+        try:
+            body = text.encode(self.encoding)
+        except UnicodeEncodeError as exc:
+            raise SourceError(f"fixed text cannot be encoded as {self.encoding}: {exc.reason}") from None
+        return (codecs.BOM_UTF8 if self.bom else b"") + body
+
+    def with_text(self, text: str) -> "Source":
+        return Source(text, self.encoding, self.bom, self.newline)
+
+
+def _first_newline(text: str) -> str:
+    match = _LINE_BREAK.search(text)
+    return match.group() if match else "\n"
+
+
+def parseable_text(text: str) -> str:
+    """The text libcst is given: lone CRs become LFs.
+
+    libcst does not round-trip files with old Mac line endings. Swapping one
+    character for one keeps every offset valid, so spans computed on the
+    parseable text apply unchanged to the original.
+    """
+    return _LONE_CR.sub("\n", text) if "\r" in text else text
+
+
+class LineIndex:
+    """Maps character offsets to 1-based (line, column) and back."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.starts, offset) - 1
+        return line + 1, offset - self.starts[line] + 1
+
+    def offset(self, line: int, column: int) -> int:
+        return self.starts[line - 1] + column - 1

@@ -1,0 +1,61 @@
+"""Writing a fixed file without ever leaving it half-written.
+
+The new bytes go to a temporary file in the same folder, are flushed to disk,
+get the original's permission bits, and replace the original by ``os.replace``
+(atomic on POSIX and Windows). Just before the swap the file on disk is read
+again: if someone changed it since fixdev read it, nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+TEMP_PREFIX = ".fixdev-"
+TEMP_SUFFIX = ".tmp"
+
+
+class WriteError(Exception):
+    """The file could not be written; the message says why."""
+
+
+def write_atomic(path: Path, data: bytes, expected: bytes) -> None:
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise WriteError(f"cannot write: {exc.strerror}") from None
+    if not info.st_mode & stat.S_IWUSR:
+        # Even root could rename over it; a read-only file is a user's "hands off".
+        raise WriteError("file is read-only; not written")
+    try:
+        handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    except OSError as exc:
+        raise WriteError(f"cannot write in {path.parent}: {exc.strerror}") from None
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, stat.S_IMODE(info.st_mode))
+        if _current(path) != expected:
+            raise WriteError("changed on disk while fixdev was running; not overwritten")
+        os.replace(temp, path)
+    except OSError as exc:
+        raise WriteError(f"cannot write: {exc.strerror}") from None
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
+def _current(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def is_stale_temp(name: str) -> bool:
+    """A temporary file a killed fixdev run left behind."""
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
