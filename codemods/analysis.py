@@ -10,6 +10,7 @@ whenever the code does not show otherwise, and rules treat it as "do not fix".
 from __future__ import annotations
 
 import enum
+import re
 from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
@@ -88,6 +89,7 @@ LIGHTNING_MODULES = frozenset(
 NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter", "torch.nn.UninitializedBuffer"})
 DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 DEVICE_NAMES = ("device", "dev")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def of(rule: "Rule") -> "FileAnalysis":
@@ -148,7 +150,10 @@ class FileAnalysis:
     # -- basic facts ---------------------------------------------------------------
 
     def qnames(self, node: cst.CSTNode) -> set[str]:
-        return {q.name for q in self._qnames.get(node, ())}
+        found = self._qnames.get(node, ())
+        if callable(found):  # libcst computes qualified names lazily
+            found = found()
+        return {q.name for q in found}
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)
@@ -243,9 +248,15 @@ class FileAnalysis:
 
     @staticmethod
     def _combine(left: Kind, right: Kind) -> Kind:
+        """The kind of ``left <op> right``: a tensor if either side is one (the
+        other may be a number); on the device if either side is, since that is
+        where the result lives once the code runs."""
+        kinds = {left, right}
+        if not all(k.is_tensor or k is Kind.UNKNOWN for k in kinds) or kinds == {Kind.UNKNOWN}:
+            return Kind.UNKNOWN
         for kind in (Kind.DEVICE_TENSOR, Kind.TENSOR, Kind.HOST_TENSOR):
-            if kind in (left, right) and (left.is_tensor or left is Kind.UNKNOWN) and (right.is_tensor or right is Kind.UNKNOWN):
-                return Kind.TENSOR if left.is_tensor and right.is_tensor and left != right else kind
+            if kind in kinds:
+                return kind
         return Kind.UNKNOWN
 
     def _call_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
@@ -332,7 +343,7 @@ class FileAnalysis:
             method = self.enclosing_method(at)
             if name == "self" and method is not None and method[1] is func:
                 return Kind.MODULE
-            if name in self._parameter_names(func):
+            if name in self.parameter_names(func):
                 return self._parameter_kind(name, func)
             # a name from an enclosing scope
             outer = self.enclosing(func, cst.FunctionDef)
@@ -340,7 +351,7 @@ class FileAnalysis:
         return Kind.UNKNOWN
 
     @staticmethod
-    def _parameter_names(func: cst.FunctionDef) -> list[str]:
+    def parameter_names(func: cst.FunctionDef) -> list[str]:
         params = func.params
         return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
 
@@ -380,7 +391,7 @@ class FileAnalysis:
         return self.attributes(method[0]) if method else {}
 
     def first_tensor_parameter(self, func: cst.FunctionDef) -> str | None:
-        for name in self._parameter_names(func):
+        for name in self.parameter_names(func):
             if name not in ("self", "cls") and self.parameter_is_tensor(name, func):
                 return name
         return None
@@ -430,7 +441,7 @@ class FileAnalysis:
                     bind(cst.Name(name), Kind.UNKNOWN)
         if isinstance(owner, cst.FunctionDef):
             # a parameter that is also reassigned keeps only what both agree on
-            for name in self._parameter_names(owner):
+            for name in self.parameter_names(owner):
                 if name in seen:
                     bind(cst.Name(name), self._parameter_kind(name, owner))
 
@@ -456,6 +467,21 @@ class FileAnalysis:
             self._attributes[cls] = {name: merge(kinds) for name, kinds in seen.items()}
         return self._attributes[cls]
 
+    def is_parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``self.w`` set to ``nn.Parameter(...)``, or ``<module>.weight``/``.bias``:
+        assigning a plain tensor to these raises, so they are never reassigned."""
+        if not isinstance(expr, cst.Attribute):
+            return False
+        if m.matches(expr.value, m.Name("self")):
+            method = self.enclosing_method(at)
+            if method is None:
+                return False
+            for assign in m.findall(method[0].body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self"), attr=m.Name(expr.attr.value)))])):
+                if isinstance(assign.value, cst.Call) and self.qnames(assign.value.func) & {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}:
+                    return True
+            return False
+        return expr.attr.value in ("weight", "bias") and self.kind(expr.value, at) is Kind.MODULE
+
     def is_numpy_value(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         return self.kind(expr, at) is Kind.NUMPY
 
@@ -478,7 +504,7 @@ class FileAnalysis:
         func = self.enclosing(node, cst.FunctionDef)
         position = self.start(node)
         while func is not None:
-            for name in self._parameter_names(func):
+            for name in self.parameter_names(func):
                 if name in DEVICE_NAMES:
                     return name
             found = self._device_binding(func.body, position)
@@ -533,19 +559,30 @@ class FileAnalysis:
                                 return alias.asname.name.value if alias.asname else "torch"
         return None
 
-    def after_imports(self) -> int:
-        """Offset just after the leading docstring, ``__future__`` and import
-        statements: where a new module-level definition goes."""
-        offset = 0
+    def insert_after_imports(self, rule: "Rule", lines: list[str]) -> Edit:
+        """An edit adding ``lines`` as new module-level statements just after
+        the leading docstring, ``__future__`` and import statements (before the
+        first statement when there are none, so a shebang and header comments
+        stay first)."""
+        text, newline = rule.context.text, self.module.default_newline
+        last = None
         for i, statement in enumerate(self.module.body):
             if isinstance(statement, cst.SimpleStatementLine):
                 first = statement.body[0]
                 is_docstring = i == 0 and isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString))
                 if is_docstring or all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body):
-                    offset = self.end(statement)
+                    last = statement
                     continue
             break
-        return offset
+        content = "".join(line + newline for line in lines)
+        if last is None:
+            offset = self.start(self.module.body[0]) if self.module.body else len(text)
+            return rule.insert(offset, content)
+        offset = self.end(last)
+        match = _LINE_BREAK.search(text, offset)
+        if match is None:  # the import is the file's last line, without a line break
+            return rule.insert(len(text), newline + "".join(line + newline for line in lines).rstrip("\r\n"))
+        return rule.insert(match.end(), content)
 
     def names_in_use(self) -> set[str]:
         if not hasattr(self, "_names_in_use"):
@@ -567,8 +604,7 @@ class FileAnalysis:
                         names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                         new = small.with_changes(names=[*names, cst.ImportAlias(cst.Name(name))])
                         return name, [rule.replace(small, new)]
-        newline = self.module.default_newline
-        return f"torch.{name}", [rule.insert(self.after_imports(), f"{newline if self.after_imports() else ''}import torch{newline if not self.after_imports() else ''}")]
+        return f"torch.{name}", [self.insert_after_imports(rule, ["import torch"])]
 
 
 def _own_statements(body: cst.CSTNode) -> Iterable[cst.CSTNode]:
@@ -607,3 +643,35 @@ def _bound_names(node: cst.CSTNode) -> set[str]:
     elif isinstance(node, cst.ExceptHandler) and node.name is not None:
         names |= {n.value for n in m.findall(node.name.name, m.Name())}
     return names
+
+
+def device_expression(rule: "Rule", node: cst.CSTNode) -> tuple[str, list[Edit]]:
+    """The device to move things to at ``node``, and the edits that define it.
+
+    In a module's method, the device of its first tensor parameter; else a
+    device already defined in scope; else a new module-level
+    ``device = torch.device("cuda" if torch.cuda.is_available() else "cpu")``
+    after the imports (named so it clashes with nothing in the file).
+    """
+    facts = of(rule)
+    method = facts.enclosing_method(node)
+    if method is not None:
+        tensor = facts.first_tensor_parameter(method[1])
+        if tensor is not None:
+            return f"{tensor}.device", []
+    existing = facts.device_at(node)
+    if existing is not None:
+        return existing, []
+    name = next(n for n in ("device", "torch_device", "default_device", "fixdev_device") if n not in facts.names_in_use())
+    torch = facts.torch_alias()
+    lines = [] if torch else ["import torch"]
+    torch = torch or "torch"
+    lines.append(f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")')
+    return name, [facts.insert_after_imports(rule, lines)]
+
+
+def call_text(rule: "Rule", method: str, args: list[str], kept: Iterable[cst.Arg]) -> str:
+    """``method(a, b, kw=v)``: new leading arguments, then kept arguments as written."""
+    module = rule.context.module
+    written = [module.code_for_node(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip() for a in kept]
+    return f"{method}({', '.join([*args, *written])})"

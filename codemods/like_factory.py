@@ -84,7 +84,8 @@ class LikeFactory(Rule):
     INVALID = [
         Invalid("import torch\ny = torch.ones(x.shape)\n", "import torch\ny = torch.ones_like(x)\n"),
         Invalid("import torch as t\ny = t.zeros(x.size(), dtype=t.int64)\n", "import torch as t\ny = t.zeros_like(x, dtype=t.int64)\n"),
-        Invalid("from torch import randn\ny = randn(*self.h.shape)\n", "from torch import randn\ny = randn_like(self.h)\n"),
+        Invalid("from torch import randn\ny = randn(*self.h.shape)\n", "from torch import randn, randn_like\ny = randn_like(self.h)\n"),
+        Invalid("import torch\nfrom torch import ones\ny = ones(x.shape)\n", "import torch\nfrom torch import ones\ny = torch.ones_like(x)\n"),
         Invalid("import torch\ny = torch.full(x.shape, 0.5)\n", "import torch\ny = torch.full_like(x, 0.5)\n"),
         Invalid("import torch\ny = torch.randint(0, 10, x.shape)\n", "import torch\ny = torch.randint_like(x, 0, 10)\n"),
         Invalid("import torch\ny = torch.randint(10, size=x.shape)\n", "import torch\ny = torch.randint_like(x, 10)\n"),
@@ -103,10 +104,14 @@ class LikeFactory(Rule):
         if owner is None or analysis.of(self).is_numpy_value(owner, node):
             return
         twin, _ = FACTORIES[factory]
-        new_func = _renamed(node.func, twin)
+        if isinstance(node.func, cst.Attribute):
+            new_func, import_edits = node.func.with_changes(attr=cst.Name(twin)), []
+        else:  # ``from torch import ones``: spell the twin the way this file can
+            spelling, import_edits = analysis.of(self).torch_function(twin, self)
+            new_func = cst.parse_expression(spelling)
         new_args = [cst.Arg(owner), *before, *after]
         new_call = node.with_changes(func=new_func, args=_comma_separated(new_args))
-        self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Use `{twin}`")
+        self.report(node, fix=[self.replace(node, new_call), *import_edits], fix_message=f"Use `{twin}`")
 
 
 def _split_shape(factory: str, args: tuple[cst.Arg, ...]) -> tuple[cst.Arg, list[cst.Arg], list[cst.Arg]] | None:
@@ -166,12 +171,6 @@ def _shape_owner(arg: cst.Arg) -> cst.BaseExpression | None:
     if value.lpar or not analysis.is_name_chain(owner):
         return None
     return owner.with_changes(lpar=(), rpar=())
-
-
-def _renamed(func: cst.BaseExpression, twin: str) -> cst.BaseExpression:
-    if isinstance(func, cst.Attribute):
-        return func.with_changes(attr=cst.Name(twin))
-    return cst.Name(twin)
 
 
 def _positional(arg: cst.Arg) -> cst.Arg:

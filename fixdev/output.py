@@ -11,7 +11,7 @@ from . import __version__
 from .registry import all_rules
 from .rule import Finding
 from .runner import FileResult
-from .source import LineIndex
+from .source import LineIndex, split_lines
 
 FORMATS = ("full", "concise", "json", "github", "sarif")
 
@@ -24,7 +24,7 @@ def display(path: Path) -> str:
 
 def unified_diff(path: Path, old: str, new: str, color: bool = False) -> str:
     name = display(path)
-    lines = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name.lstrip('/')}", f"b/{name.lstrip('/')}"))
+    lines = list(difflib.unified_diff(split_lines(old), split_lines(new), f"a/{name.lstrip('/')}", f"b/{name.lstrip('/')}"))
     out = []
     for line in lines:
         if not line.endswith(("\n", "\r")):

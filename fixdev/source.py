@@ -100,3 +100,9 @@ class LineIndex:
 
     def offset(self, line: int, column: int) -> int:
         return self.starts[line - 1] + column - 1
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their breaks, splitting only where Python does (not at form
+    feeds or Unicode separators, as ``str.splitlines`` would)."""
+    return [line for line in re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text) if line]

@@ -1,0 +1,111 @@
+"""FDV104 cuda-call: ``x.cuda()`` → ``x.to(device)``."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from fixdev.rule import Edit, Invalid, Rule
+
+from . import analysis
+from .analysis import Kind
+
+KEPT_KEYWORDS = {"non_blocking", "memory_format"}
+
+
+class CudaCall(Rule):
+    """
+    ## What it does
+    Rewrites `X.cuda()` to `X.to(device)`. Inside an `nn.Module`'s method that
+    has a tensor parameter `x`, the device is `x.device`; elsewhere it is a
+    device already defined in scope (a `device`/`dev` parameter, a name bound to
+    `torch.device(...)` or a `"cuda"`/`"cpu"` string, `self.device`); when there
+    is none, one definition is added after the imports:
+    `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
+    A bare statement `x.cuda()` on something not known to be a module becomes
+    `x = x.to(device)`: a tensor's `.cuda()` returns a copy, so the bare call
+    did nothing.
+
+    ## Why is this bad?
+    `.cuda()` fails outright on a machine without CUDA (`Torch not compiled
+    with CUDA enabled`), and scattering it through code is how half of a
+    program ends up on the GPU and half on the CPU.
+
+    ## Example
+    ```python
+    model = Net().cuda()
+    x = x.cuda(non_blocking=True)
+    ```
+
+    ## Use instead
+    ```python
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = Net().to(device)
+    x = x.to(device, non_blocking=True)
+    ```
+
+    ## Fix safety
+    On a machine with CUDA the code does what it did (the default CUDA device);
+    without CUDA it now runs on the CPU instead of failing. `non_blocking=` and
+    `memory_format=` are kept.
+
+    ## When it stays silent
+    `X.cuda(0)`, `X.cuda(device=k)` and other explicit devices are reported
+    without a fix: which device is meant is the user's choice. Calls with
+    `*args`/`**kwargs` are reported without a fix.
+    """
+
+    code = "FDV104"
+    name = "cuda-call"
+    message = "`.cuda()` ties the code to CUDA; use `.to(device)`"
+    triggers = (".cuda(",)
+
+    VALID = [
+        "import torch\nx = x.to(device)\n",
+        "import torch\nok = torch.cuda.is_available()\n",
+        "import torch\nx = torch.ones(3, device='cuda')\n",
+        "def cuda():\n    pass\ncuda()\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nmodel = Net().cuda()\n",
+            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = Net().to(device)\n',
+        ),
+        Invalid(
+            "import torch\ndevice = torch.device('cuda')\nx = torch.ones(3)\nx.cuda()\n",
+            "import torch\ndevice = torch.device('cuda')\nx = torch.ones(3)\nx = x.to(device)\n",
+        ),
+        Invalid(
+            "def step(batch, device):\n    return batch.cuda(non_blocking=True)\n",
+            "def step(batch, device):\n    return batch.to(device, non_blocking=True)\n",
+        ),
+        Invalid(
+            "import torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x * self.scale(x.shape).cuda()\n",
+            "import torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x * self.scale(x.shape).to(x.device)\n",
+        ),
+        Invalid(
+            "import torch\nimport torch.nn as nn\nmodel = nn.Linear(2, 2)\nmodel.cuda()\n",
+            'import torch\nimport torch.nn as nn\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = nn.Linear(2, 2)\nmodel.to(device)\n',
+        ),
+        Invalid("import torch\nx = x.cuda(1)\ny = y.cuda(device=k)\n", None),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not m.matches(node.func, m.Attribute(attr=m.Name("cuda"))):
+            return
+        if any(q.startswith("torch.cuda") for q in self.qualified_names(node.func)):
+            return  # torch.cuda is a package, not a method call on a value
+        positional = [a for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+        if positional or not keywords <= KEPT_KEYWORDS:
+            self.report(node, "`.cuda()` with an explicit device: move with `.to(...)` to the device you mean")
+            return
+        device, edits = analysis.device_expression(self, node)
+        start, end = self.span(node.func.attr)[0], self.span(node)[1]
+        edits.append(Edit(start, end, analysis.call_text(self, "to", [device], node.args)))
+        receiver = node.func.value
+        statement = self.parent(node)
+        if isinstance(statement, cst.Expr) and analysis.is_name_chain(receiver):
+            if analysis.of(self).kind(receiver, node) is not Kind.MODULE:
+                edits.append(self.insert(self.span(node)[0], f"{self.code_of(receiver)} = "))
+        self.report(node, fix=edits, fix_message=f"Use `.to({device})`")

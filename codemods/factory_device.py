@@ -1,0 +1,230 @@
+"""FDV102 factory-device: ``torch.zeros(n)`` meeting a device tensor gets ``device=x.device``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from fixdev.rule import Invalid, Rule
+
+from . import analysis
+from .analysis import MOVES, TENSOR_METHODS, Kind
+
+# Factories that take device=; from_numpy and the _like twins do not need it.
+FACTORIES = analysis.TENSOR_FACTORIES - {"torch.from_numpy"}
+MAX_HOPS = 4  # local variables followed from a factory to where it is used
+
+
+class FactoryDevice(Rule):
+    """
+    ## What it does
+    In the methods of `nn.Module` classes, adds `device=x.device` to a tensor
+    factory (`torch.zeros`, `ones`, `empty`, `full`, `rand`, `randn`,
+    `randint`, `arange`, `linspace`, `logspace`, `eye`, `tensor`,
+    `as_tensor`, …) whose result meets a tensor on the model's device: it is
+    combined (arithmetic, `@`, comparison, an argument of a torch function or a
+    tensor method) with a tensor derived from the method's inputs or the
+    module's parameters and buffers, or passed to a submodule, directly or
+    through local variables. `x` is the tensor it meets when that is a
+    parameter or `self` attribute chain, else the method's first tensor
+    parameter.
+
+    ## Why is this bad?
+    A factory without `device=` allocates on the CPU. Once the model runs on a
+    GPU, the first operation that mixes the new tensor with the input raises
+    `Expected all tensors to be on the same device`.
+
+    ## Example
+    ```python
+    def forward(self, x):
+        positions = torch.arange(x.size(1))
+        return x + self.embed(positions)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, x):
+        positions = torch.arange(x.size(1), device=x.device)
+        return x + self.embed(positions)
+    ```
+
+    ## Fix safety
+    Only the device changes: dtype, values and shape are as before.
+
+    ## When it stays silent
+    When `device=` is given; when the result is moved at once (`.to(...)`,
+    `.cuda()`, `.cpu()`, `.type_as(...)`); outside module methods and in
+    `__init__` (see `constant-buffer`); when the result never meets a device
+    tensor. When it does but no tensor is at hand to take the device from, the
+    site is reported without a fix.
+    """
+
+    code = "FDV102"
+    name = "factory-device"
+    message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
+    triggers = ("torch",)
+
+    VALID = [
+        "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3, device=x.device)\n",
+        "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3).to(x.device)\n",
+        "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        n = torch.zeros(3)\n        return n.sum().item() + x.shape[0]\n",
+        "import torch\ndef f(x):\n    return x + torch.zeros(3)\n",
+        "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x, scale):\n        return torch.ones(3) * scale\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        bias = torch.zeros(x.size(0), 5)\n        return x.sum(1, keepdim=True) + bias\n",
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        bias = torch.zeros(x.size(0), 5, device=x.device)\n        return x.sum(1, keepdim=True) + bias\n",
+        ),
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.embed = nn.Embedding(10, 4)\n    def forward(self, x):\n        steps = torch.arange(x.shape[1])\n        return x + self.embed(steps)\n",
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.embed = nn.Embedding(10, 4)\n    def forward(self, x):\n        steps = torch.arange(x.shape[1], device=x.device)\n        return x + self.embed(steps)\n",
+        ),
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.ones(3))\n    def scaled(self):\n        return self.w * torch.tensor([1.0, 2.0, 3.0])\n",
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.ones(3))\n    def scaled(self):\n        return self.w * torch.tensor([1.0, 2.0, 3.0], device=self.w.device)\n",
+        ),
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(3, 3)\n    def forward(self, x):\n        h = self.fc(x)\n        return torch.cat([h, torch.zeros(2, 3)])\n",
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(3, 3)\n    def forward(self, x):\n        h = self.fc(x)\n        return torch.cat([h, torch.zeros(2, 3, device=x.device)])\n",
+        ),
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(3, 3)\n    def forward(self, batch):\n        return self.fc(torch.ones(2, 3))\n",
+            None,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.qualified_names(node.func) & FACTORIES or analysis.keyword(node, "device") is not None:
+            return
+        if any(a.star for a in node.args):
+            return
+        facts = analysis.of(self)
+        method = facts.enclosing_method(node)
+        if method is None or method[1].name.value == "__init__":
+            return
+        func = method[1]
+        met = _meets_device_tensor(facts, node, func, MAX_HOPS)
+        if met is None:
+            return
+        tensor = self._device_source(facts, met, func)
+        if tensor is None:
+            self.report(node, "Tensor made on the CPU meets a tensor on the model's device, and no tensor is at hand for `device=`")
+            return
+        args = list(node.args)
+        last = args[-1] if args else None
+        device_arg = cst.Arg(
+            value=cst.parse_expression(f"{tensor}.device"),
+            keyword=cst.Name("device"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+            comma=last.comma if last is not None and isinstance(last.comma, cst.Comma) else cst.MaybeSentinel.DEFAULT,
+        )
+        if last is not None:
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        self.report(node, fix=[self.replace(node, node.with_changes(args=[*args, device_arg]))], fix_message=f"Add `device={tensor}.device`")
+
+    def _device_source(self, facts: "analysis.FileAnalysis", met: cst.BaseExpression | None, func: cst.FunctionDef) -> str | None:
+        """The tensor whose ``.device`` to use: the one met, when it is sure to
+        exist where the factory runs (a parameter or a ``self`` chain), else the
+        method's first tensor parameter."""
+        if met is not _MET_A_MODULE and isinstance(met, (cst.Name, cst.Attribute)) and analysis.is_name_chain(met):
+            root = analysis.chain_root(met).value
+            params = facts.parameter_names(func)
+            if (root == "self" and isinstance(met, cst.Attribute)) or (root in params and root not in facts.environment(func)):
+                return self.code_of(met)
+        return facts.first_tensor_parameter(func)
+
+
+_MET_A_MODULE = cst.Name("self")  # stands for "passed to a submodule": no tensor to name
+
+
+def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpression, func: cst.FunctionDef, hops: int) -> cst.BaseExpression | None:
+    """Follow a freshly made tensor upwards (through tensor methods, indexing,
+    arithmetic, local variables) until it meets a device tensor; return that
+    tensor (or ``_MET_A_MODULE``), or None when it never does."""
+    current = expr
+    while True:
+        parent = facts.parent(current)
+        if isinstance(parent, cst.Attribute) and parent.value is current:
+            call = facts.parent(parent)
+            if not (isinstance(call, cst.Call) and call.func is parent):
+                return None  # an attribute read such as .shape
+            method = parent.attr.value
+            if method in MOVES:
+                return None
+            for arg in call.args:
+                if facts.kind(arg.value, call) is Kind.DEVICE_TENSOR:
+                    return arg.value
+            if method not in TENSOR_METHODS and not method.endswith("_"):
+                return None
+            current = call
+        elif isinstance(parent, cst.Subscript) and parent.value is current:
+            current = parent
+        elif isinstance(parent, cst.UnaryOperation):
+            current = parent
+        elif isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is current else parent.left
+            if facts.kind(other, parent) is Kind.DEVICE_TENSOR:
+                return other
+            current = parent
+        elif isinstance(parent, cst.ComparisonTarget) or isinstance(parent, cst.Comparison):
+            comparison = parent if isinstance(parent, cst.Comparison) else facts.parent(parent)
+            for operand in [comparison.left, *(t.comparator for t in comparison.comparisons)]:
+                if operand is not current and facts.kind(operand, comparison) is Kind.DEVICE_TENSOR:
+                    return operand
+            return None
+        elif isinstance(parent, cst.Element):
+            container = facts.parent(parent)
+            if not isinstance(container, (cst.List, cst.Tuple)):
+                return None
+            for element in container.elements:
+                if element is not parent and facts.kind(element.value, container) is Kind.DEVICE_TENSOR:
+                    return element.value
+            current = container
+        elif isinstance(parent, cst.Arg):
+            return _meets_in_call(facts, parent, current)
+        elif isinstance(parent, cst.Assign) and parent.value is current:
+            if hops == 0 or len(parent.targets) != 1 or not isinstance(parent.targets[0].target, cst.Name):
+                return None
+            for use in _uses_after(facts, parent.targets[0].target.value, parent, func):
+                met = _meets_device_tensor(facts, use, func, hops - 1)
+                if met is not None:
+                    return met
+            return None
+        else:
+            return None
+
+
+def _meets_in_call(facts: "analysis.FileAnalysis", arg: cst.Arg, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    call = facts.parent(arg)
+    if not isinstance(call, cst.Call):
+        return None
+    callee = facts.kind(call.func, call)
+    if callee is Kind.MODULE:
+        return _MET_A_MODULE
+    if isinstance(call.func, cst.Attribute):
+        receiver = call.func.value
+        if call.func.attr.value in MOVES:
+            return None
+        if facts.kind(receiver, call) is Kind.DEVICE_TENSOR:
+            return receiver
+    if any(q.startswith("torch.") for q in facts.qnames(call.func)):
+        for other in call.args:
+            if other is not arg and facts.kind(other.value, call) is Kind.DEVICE_TENSOR:
+                return other.value
+    return None
+
+
+def _uses_after(facts: "analysis.FileAnalysis", name: str, assign: cst.Assign, func: cst.FunctionDef) -> list[cst.Name]:
+    """Reads of ``name`` after ``assign``, up to its next assignment in ``func``."""
+    start = facts.end(assign)
+    rebinds = [
+        facts.start(a)
+        for a in analysis.m.findall(func.body, analysis.m.Assign(targets=[analysis.m.AssignTarget(target=analysis.m.Name(name))]))
+        if facts.start(a) > start
+    ]
+    stop = min(rebinds, default=facts.end(func))
+    uses = []
+    for node in analysis.m.findall(func.body, analysis.m.Name(name)):
+        if start < facts.start(node) < stop and not isinstance(facts.parent(node), cst.AssignTarget):
+            uses.append(node)
+    return uses
