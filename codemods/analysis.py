@@ -449,7 +449,9 @@ class FileAnalysis:
         """``self.NAME`` → kind, from every ``self.NAME = ...`` and
         ``self.register_buffer("NAME", ...)`` in the class's methods."""
         if cls not in self._attributes:
-            self._attributes[cls] = {}
+            # built in reading order and visible while built, like environments
+            known: dict[str, Kind] = {}
+            self._attributes[cls] = known
             seen: dict[str, list[Kind]] = {}
             for assign in m.findall(cls.body, m.Assign()):
                 for target in assign.targets:
@@ -461,10 +463,11 @@ class FileAnalysis:
                         else:
                             kind = self.kind(value, assign)
                         seen.setdefault(target.target.attr.value, []).append(kind)
+                        known[target.target.attr.value] = merge(seen[target.target.attr.value])
             for call in m.findall(cls.body, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer") | m.Name("register_parameter")))):
                 if call.args and isinstance(call.args[0].value, cst.SimpleString):
                     seen.setdefault(call.args[0].value.evaluated_value, []).append(Kind.DEVICE_TENSOR)
-            self._attributes[cls] = {name: merge(kinds) for name, kinds in seen.items()}
+            known.update({name: merge(kinds) for name, kinds in seen.items()})
         return self._attributes[cls]
 
     def is_parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:

@@ -181,7 +181,10 @@ def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpressio
                     return element.value
             current = container
         elif isinstance(parent, cst.Arg):
-            return _meets_in_call(facts, parent, current)
+            met, call = _meets_in_call(facts, parent)
+            if met is not None or call is None:
+                return met
+            current = call  # torch.triu(torch.ones(n, n)) is as fresh as its argument
         elif isinstance(parent, cst.Assign) and parent.value is current:
             if hops == 0 or len(parent.targets) != 1 or not isinstance(parent.targets[0].target, cst.Name):
                 return None
@@ -194,24 +197,27 @@ def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpressio
             return None
 
 
-def _meets_in_call(facts: "analysis.FileAnalysis", arg: cst.Arg, value: cst.BaseExpression) -> cst.BaseExpression | None:
+def _meets_in_call(facts: "analysis.FileAnalysis", arg: cst.Arg) -> tuple[cst.BaseExpression | None, cst.Call | None]:
+    """For a fresh tensor passed as ``arg``: (the device tensor it meets there,
+    or None; the call to keep following when its result is a fresh tensor too)."""
     call = facts.parent(arg)
     if not isinstance(call, cst.Call):
-        return None
-    callee = facts.kind(call.func, call)
-    if callee is Kind.MODULE:
-        return _MET_A_MODULE
+        return None, None
+    if facts.kind(call.func, call) is Kind.MODULE:
+        return _MET_A_MODULE, None
     if isinstance(call.func, cst.Attribute):
-        receiver = call.func.value
         if call.func.attr.value in MOVES:
-            return None
+            return None, None
+        receiver = call.func.value
         if facts.kind(receiver, call) is Kind.DEVICE_TENSOR:
-            return receiver
+            return receiver, None
     if any(q.startswith("torch.") for q in facts.qnames(call.func)):
         for other in call.args:
             if other is not arg and facts.kind(other.value, call) is Kind.DEVICE_TENSOR:
-                return other.value
-    return None
+                return other.value, None
+        if facts.kind(call, call) is Kind.HOST_TENSOR:
+            return None, call
+    return None, None
 
 
 def _uses_after(facts: "analysis.FileAnalysis", name: str, assign: cst.Assign, func: cst.FunctionDef) -> list[cst.Name]:

@@ -21,7 +21,7 @@ FACTORIES = {
 }
 # Keywords the _like twins accept; any other (out=, generator=, names=,
 # pin_memory=) has no counterpart, so the rule stays silent.
-KEPT_KEYWORDS = {"dtype", "layout", "device", "requires_grad"}
+KEPT_KEYWORDS = {"dtype", "layout", "requires_grad"}
 VARARG_FACTORIES = {"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"}
 
 
@@ -62,9 +62,10 @@ class LikeFactory(Rule):
     ## When it stays silent
     When `x` is not a plain name or attribute chain (evaluating a call once
     instead of twice, or not at all, could change behaviour); when `x` is known
-    to be a NumPy array; when an argument has no `_like` counterpart (`out=`,
-    `generator=`, `names=`, `pin_memory=`); when the size is not exactly
-    `x.shape` or `x.size()`.
+    to be a NumPy array; when `device=` is already given (the device is right,
+    and the rewrite would only change the dtype); when an argument has no
+    `_like` counterpart (`out=`, `generator=`, `names=`, `pin_memory=`); when
+    the size is not exactly `x.shape` or `x.size()`.
     """
 
     code = "FDV101"
@@ -78,6 +79,7 @@ class LikeFactory(Rule):
         "import torch\ny = torch.ones(make().shape)\n",
         "import torch\ny = torch.ones(x.shape, out=buf)\n",
         "import torch\ny = torch.randn(x.shape, generator=g)\n",
+        "import torch\ny = torch.randn(x.shape, device=x.device)\n",
         "import numpy as np\nimport torch\na = np.zeros((2, 3))\ny = torch.zeros(a.shape)\n",
         "ones = lambda s: s\ny = ones(x.shape)\n",
     ]

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from . import __version__, output
+from . import __version__, output, parallel
 from .config import ConfigError
 from .discovery import Missing, discover
 from .engine import apply_edits
@@ -130,6 +130,7 @@ def main_command(
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only."),
     color: Color = typer.Option(Color.auto, "--color", help="Color diffs: auto (on a terminal), always, never."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: the number of CPUs)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     list_rules: bool = typer.Option(False, "--list-rules", callback=_list_rules, is_eager=True, help="List the rules."),
     explain: Optional[str] = typer.Option(None, "--explain", callback=_explain, is_eager=True, help="Print a rule's documentation.", metavar="RULE"),
@@ -160,17 +161,17 @@ def main_command(
     results: list[FileResult] = []
     errors = 0
     printed_config_errors: set[str] = set()
-    for item in discover(paths, _words(exclude)):
+    found = list(discover(paths, _words(exclude)))
+    for item in found:
         if isinstance(item, Missing):
             typer.echo(f"{output.display(item.path)}: error: {item.message}", err=True)
             errors += 1
-            continue
-        approve = (lambda text, finding, path=item: ask(path, text, finding)) if ask else None
-        show_before_write = output_format is Format.full and mode is Mode.APPLY and not quiet and not interactive
-        result = process_file(
-            item, mode, overrides, approve,
-            before_write=(lambda r: typer.echo(output.unified_diff(r.path, r.original, r.fixed, use_color), nl=False)) if show_before_write else None,
-        )
+    files = [item for item in found if not isinstance(item, Missing)]
+    if ask is not None:
+        processed = (process_file(path, mode, overrides, lambda text, finding, path=path: ask(path, text, finding)) for path in files)
+    else:
+        processed = parallel.process_files(files, mode, overrides, jobs or os.cpu_count() or 1)
+    for item, result in zip(files, processed):
         if result.error:
             errors += 1
             line = result.error if result.error_is_config else f"{output.display(item)}: error: {result.error}"
@@ -179,7 +180,7 @@ def main_command(
                 printed_config_errors.add(line)
         results.append(result)
         if output_format is Format.full or output_format is Format.concise:
-            _print_file(result, mode, output_format, quiet, use_color, diff_printed=show_before_write)
+            _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask))
 
     if output_format in (Format.json, Format.github, Format.sarif):
         items = output.as_json(r for r in results if not r.error)

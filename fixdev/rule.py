@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import libcst as cst
 from libcst import BatchableCSTVisitor
+from libcst._nodes.internal import CodegenState  # public codegen needs no indentation; ours does
 from libcst.metadata import (
     BaseMetadataProvider,
     CodeSpan,
@@ -154,8 +155,27 @@ class Rule(BatchableCSTVisitor):
 
     def replace(self, node: cst.CSTNode, new: cst.CSTNode | str) -> Edit:
         start, end = self.span(node)
-        content = new if isinstance(new, str) else self.context.module.code_for_node(new)
+        content = new if isinstance(new, str) else self._code_in_place(node, new)
         return Edit(start, end, content)
+
+    def _code_in_place(self, old: cst.CSTNode, new: cst.CSTNode) -> str:
+        """Code for ``new`` where ``old`` stands. ``Module.code_for_node`` knows
+        no indentation, so continuation lines inside brackets would lose theirs;
+        the indentation of the enclosing statement's first line is put back."""
+        statement = old
+        while statement is not None and not isinstance(statement, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.SimpleStatementLine)):
+            statement = self.parent(statement)
+        indent = ""
+        if statement is not None:
+            text = self.context.text
+            line_start = max(text.rfind("\n", 0, self.span(statement)[0]), text.rfind("\r", 0, self.span(statement)[0])) + 1
+            line = text[line_start : self.span(statement)[0]]
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+        module = self.context.module
+        state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+        state.indent_tokens = [indent] if indent else []
+        new._codegen(state)
+        return "".join(state.tokens)
 
     def insert(self, offset: int, content: str) -> Edit:
         return Edit(offset, offset, content)
