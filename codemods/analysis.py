@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import ParentNodeProvider, QualifiedNameProvider, Scope, ScopeProvider
+from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
 
 from fixdev.rule import CharSpanProvider, Edit
 
 if TYPE_CHECKING:
-    from fixdev.rule import Rule
+    from fixdev.rule import Rule, RuleContext
 
 
 class Kind(enum.Enum):
@@ -47,6 +47,8 @@ TENSOR_FACTORIES = frozenset(
         "bartlett_window blackman_window hamming_window hann_window kaiser_window"
     ).split()
 )
+# For the rules' text pre-filters: a call of any factory, by its last name.
+FACTORY_CALL = r"\b(?:%s)\s*\(" % "|".join(sorted({name.split(".")[-1] for name in TENSOR_FACTORIES}))
 LIKE_FACTORIES = frozenset(
     f"torch.{name}_like" for name in "zeros ones empty full rand randn randint".split()
 )
@@ -96,8 +98,18 @@ def of(rule: "Rule") -> "FileAnalysis":
     """The analysis of the file ``rule`` is looking at, made on first use."""
     shared = rule.context.shared
     if "analysis" not in shared:
-        shared["analysis"] = FileAnalysis(rule.context.module, rule.context.wrapper)
+        shared["analysis"] = FileAnalysis(rule.context)
     return shared["analysis"]
+
+
+def last_name(node: cst.CSTNode) -> str | None:
+    """``ones`` for ``torch.ones``, ``t.ones`` and ``ones``: a cheap check
+    before asking for qualified names."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return None
 
 
 def is_name_chain(node: cst.CSTNode) -> bool:
@@ -136,12 +148,11 @@ def merge(kinds: Iterable[Kind]) -> Kind:
 
 
 class FileAnalysis:
-    def __init__(self, module: cst.Module, wrapper: cst.MetadataWrapper) -> None:
-        self.module = module
-        self._qnames = wrapper.resolve(QualifiedNameProvider)
-        self._parents = wrapper.resolve(ParentNodeProvider)
-        self._scopes = wrapper.resolve(ScopeProvider)
-        self._spans = wrapper.resolve(CharSpanProvider)
+    def __init__(self, context: "RuleContext") -> None:
+        self.module = context.module
+        self._qnames = context.metadata(QualifiedNameProvider)
+        self._parents = context.metadata(ParentNodeProvider)
+        self._spans = context.metadata(CharSpanProvider)
         self._envs: dict[cst.CSTNode, dict[str, Kind]] = {}
         self._attributes: dict[cst.ClassDef, dict[str, Kind]] = {}
         self._evidence: dict[cst.FunctionDef, set[str]] = {}

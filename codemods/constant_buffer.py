@@ -57,7 +57,7 @@ class ConstantBuffer(Rule):
     code = "FDV103"
     name = "constant-buffer"
     message = "Tensor stored as a plain attribute does not follow `.to(device)`; register it as a buffer"
-    triggers = ("__init__",)
+    trigger = ("__init__", r"self\.\w+\s*=\s*[\w.]*" + analysis.FACTORY_CALL)
     options = {"persistent": Option(bool, False, "Save the new buffers in state dicts (changes their keys).")}
 
     VALID = [

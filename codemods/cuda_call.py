@@ -58,7 +58,7 @@ class CudaCall(Rule):
     code = "FDV104"
     name = "cuda-call"
     message = "`.cuda()` ties the code to CUDA; use `.to(device)`"
-    triggers = (".cuda(",)
+    trigger = r"\.cuda\s*\("
 
     VALID = [
         "import torch\nx = x.to(device)\n",

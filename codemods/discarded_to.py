@@ -53,7 +53,7 @@ class DiscardedTo(Rule):
     code = "FDV106"
     name = "discarded-to"
     message = "`Tensor.to()` returns a new tensor; the result is discarded"
-    triggers = (".to(", ".cpu(", ".half(", ".float(", ".double(", ".bfloat16(", ".long(", ".int(", ".bool(")
+    trigger = r"(?m)^[ \t]*[\w.]+\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\("
 
     VALID = [
         "import torch\nx = torch.randn(3)\nx = x.to('cuda')\n",

@@ -11,6 +11,7 @@ from .analysis import MOVES, TENSOR_METHODS, Kind
 
 # Factories that take device=; from_numpy and the _like twins do not need it.
 FACTORIES = analysis.TENSOR_FACTORIES - {"torch.from_numpy"}
+SHORT_NAMES = {name.split(".")[-1] for name in FACTORIES}
 MAX_HOPS = 4  # local variables followed from a factory to where it is used
 
 
@@ -61,7 +62,7 @@ class FactoryDevice(Rule):
     code = "FDV102"
     name = "factory-device"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
-    triggers = ("torch",)
+    trigger = (r"\bclass\b", analysis.FACTORY_CALL)
 
     VALID = [
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3, device=x.device)\n",
@@ -94,7 +95,9 @@ class FactoryDevice(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.qualified_names(node.func) & FACTORIES or analysis.keyword(node, "device") is not None:
+        if analysis.last_name(node.func) not in SHORT_NAMES or analysis.keyword(node, "device") is not None:
+            return
+        if not self.qualified_names(node.func) & FACTORIES:
             return
         if any(a.star for a in node.args):
             return

@@ -22,6 +22,7 @@ FACTORIES = {
 # Keywords the _like twins accept; any other (out=, generator=, names=,
 # pin_memory=) has no counterpart, so the rule stays silent.
 KEPT_KEYWORDS = {"dtype", "layout", "requires_grad"}
+SHORT_NAMES = {name.split(".")[-1] for name in FACTORIES}
 VARARG_FACTORIES = {"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"}
 
 
@@ -71,7 +72,7 @@ class LikeFactory(Rule):
     code = "FDV101"
     name = "like-factory"
     message = "Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"
-    triggers = (".shape", ".size(")
+    trigger = r"\b(?:ones|zeros|empty|rand|randn|full|randint)\s*\([^()]*\.(?:shape\b|size\s*\()"
 
     VALID = [
         "import torch\ny = torch.ones(3, 4)\n",
@@ -95,6 +96,8 @@ class LikeFactory(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
+        if analysis.last_name(node.func) not in SHORT_NAMES:
+            return
         factory = next((q for q in self.qualified_names(node.func) if q in FACTORIES), None)
         if factory is None:
             return

@@ -53,7 +53,7 @@ class LoadMapLocation(Rule):
     code = "FDV105"
     name = "load-map-location"
     message = "Loading without `map_location` fails on a machine without the GPU the file was saved from"
-    triggers = ("load",)
+    trigger = r"\bload(?:_state_dict_from_url)?\s*\("
 
     VALID = [
         "import torch\nstate = torch.load('m.pth', map_location='cpu')\n",
@@ -76,6 +76,8 @@ class LoadMapLocation(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
+        if analysis.last_name(node.func) not in ("load", "load_state_dict_from_url"):
+            return
         position = next((LOADERS[q] for q in self.qualified_names(node.func) if q in LOADERS), None)
         if position is None:
             return

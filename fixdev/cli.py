@@ -102,7 +102,7 @@ class Interaction:
             return self.answer_all
         row, column = LineIndex(text).position(finding.start)
         typer.echo(f"{output.display(path)}:{row}:{column}: {finding.code} [{finding.name}] {finding.fix.message}")
-        typer.echo(output.unified_diff(path, text, apply_edits(text, finding.fix.edits), self.color), nl=False)
+        typer.echo(output.unified_diff(path, text, apply_edits(text, finding.fix.edits), self.color), nl=False, color=self.color)
         while True:
             answer = typer.prompt("Apply this fix? [y]es / [n]o / [a]ll / [q]uit", default="y", show_default=False).strip().lower()
             if answer in ("y", "yes", "n", "no", "a", "all", "q", "quit"):
@@ -116,21 +116,21 @@ class Interaction:
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def main_command(
-    paths: Optional[List[Path]] = typer.Argument(None, help="Files or folders to check (default: .). '-' reads stdin.", show_default=False),
+    paths: Optional[List[Path]] = typer.Argument(None, help="Files or folders to check (default: .). '-' reads stdin.", show_default=False, metavar="PATH..."),
     check: bool = typer.Option(False, "--check", help="Report findings, change nothing (the default)."),
     diff: bool = typer.Option(False, "--diff", help="Print the fixes as unified diffs, change nothing."),
     apply: bool = typer.Option(False, "--apply", help="Print each file's diff, then write the fixes."),
     interactive: bool = typer.Option(False, "--interactive", "-i", help="With --apply: ask before each fix."),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="Rules to run: codes, prefixes, names or ALL (comma-separated)."),
-    extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", help="Rules to add to the selection."),
-    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Rules to leave out."),
-    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Gitignore-style glob of paths to skip (repeatable)."),
-    output_format: Format = typer.Option(Format.full, "--output-format", help="full, concise, json, github or sarif."),
-    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="Name for source read from stdin ('-')."),
+    select: Optional[List[str]] = typer.Option(None, "--select", metavar="RULES", help="Rules to run: codes, prefixes, names or ALL (comma-separated)."),
+    extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", metavar="RULES", help="Rules to add to the selection."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES", help="Rules to leave out."),
+    exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
+    output_format: Format = typer.Option(Format.full, "--output-format", metavar="FORMAT", help="full, concise, json, github or sarif."),
+    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin ('-')."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only."),
-    color: Color = typer.Option(Color.auto, "--color", help="Color diffs: auto (on a terminal), always, never."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: the number of CPUs)."),
+    color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Color diffs: auto (on a terminal), always, never."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of CPUs)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     list_rules: bool = typer.Option(False, "--list-rules", callback=_list_rules, is_eager=True, help="List the rules."),
     explain: Optional[str] = typer.Option(None, "--explain", callback=_explain, is_eager=True, help="Print a rule's documentation.", metavar="RULE"),
@@ -197,7 +197,7 @@ def main_command(
 
 def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool) -> None:
     if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
-        typer.echo(output.unified_diff(result.path, result.original, result.fixed, color), nl=False)
+        typer.echo(output.unified_diff(result.path, result.original, result.fixed, color), nl=False, color=color)
     index = LineIndex(result.findings_text)
     for finding in result.findings:
         line = output.finding_line(result.path, index, finding, concise=fmt is Format.concise)

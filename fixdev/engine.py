@@ -139,25 +139,22 @@ class Engine:
         ignored = set(ignored_codes)
         self.rules = tuple(rule for rule in rules if rule.code not in ignored)
         self.options = options or {}
-        self.triggers = tuple({t for rule in self.rules for t in rule.triggers})
-
-    def might_match(self, text: str) -> bool:
-        return any(trigger in text for trigger in self.triggers)
 
     def lint(self, text: str) -> list[Finding]:
         """Findings for ``text``, sorted by position, suppressions applied."""
-        if not self.might_match(text):
+        rules = [rule for rule in self.rules if rule.might_match(text)]
+        if not rules:
             syntax_check(text)
             return []
         module = parse(text)
         wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
         context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options)
-        visitors = [rule(context) for rule in self.rules]
-        wrapper.visit_batched(visitors)
+        visitors = [rule(context) for rule in rules]
+        cst.visit_batched(module, visitors)
         findings = [finding for visitor in visitors for finding in visitor.findings]
         if not findings:
             return []
-        spans = wrapper.resolve(CharSpanProvider)
+        spans = context.metadata(CharSpanProvider)
         suppressions = suppressed_codes(text, module, spans)
         if suppressions:
             index = LineIndex(text)

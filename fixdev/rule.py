@@ -8,6 +8,7 @@ what order, and checks the result. A rule never reads files or prints.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
@@ -15,13 +16,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import libcst as cst
 from libcst import BatchableCSTVisitor
 from libcst._nodes.internal import CodegenState  # public codegen needs no indentation; ours does
-from libcst.metadata import (
-    BaseMetadataProvider,
-    CodeSpan,
-    ParentNodeProvider,
-    QualifiedNameProvider,
-    ScopeProvider,
-)
+from libcst.metadata import BaseMetadataProvider, CodeSpan, ParentNodeProvider, QualifiedNameProvider
 from libcst.metadata.span_provider import SpanProvidingCodegenState
 
 
@@ -96,19 +91,27 @@ class RuleContext:
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     shared: dict[str, Any] = field(default_factory=dict)
 
+    def metadata(self, provider: type[BaseMetadataProvider]) -> Mapping[cst.CSTNode, Any]:
+        """One kind of metadata for the whole file, computed on first use:
+        a file whose candidates all fail a rule's cheap syntactic checks never
+        pays for scope analysis."""
+        key = ("metadata", provider)
+        if key not in self.shared:
+            self.shared[key] = self.wrapper.resolve(provider)
+        return self.shared[key]
+
 
 class Rule(BatchableCSTVisitor):
     code: ClassVar[str]
     name: ClassVar[str]
     message: ClassVar[str]
-    # Text one of which must occur in a file for the rule to possibly match;
-    # files matching no enabled rule are never parsed.
-    triggers: ClassVar[tuple[str, ...]]
+    # A regular expression that finds, in the raw text, every file the rule
+    # could possibly flag. A rule runs only on files it matches, and a file
+    # that no enabled rule matches is never parsed by libcst.
+    trigger: ClassVar[str | tuple[str, ...]]  # a tuple: all must match
     options: ClassVar[Mapping[str, Option]] = {}
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
-
-    METADATA_DEPENDENCIES = (CharSpanProvider, QualifiedNameProvider, ParentNodeProvider, ScopeProvider)
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__()
@@ -122,6 +125,15 @@ class Rule(BatchableCSTVisitor):
     @classmethod
     def doc(cls) -> str:
         return textwrap.dedent(cls.__doc__ or "").strip()
+
+    @classmethod
+    def might_match(cls, text: str) -> bool:
+        patterns = cls.__dict__.get("_trigger_patterns")
+        if patterns is None:
+            sources = (cls.trigger,) if isinstance(cls.trigger, str) else cls.trigger
+            patterns = tuple(re.compile(source) for source in sources)
+            cls._trigger_patterns = patterns
+        return all(pattern.search(text) for pattern in patterns)
 
     @classmethod
     def fixable(cls) -> bool:
@@ -146,7 +158,7 @@ class Rule(BatchableCSTVisitor):
     # -- helpers for building fixes -------------------------------------------
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
-        code_span = self.get_metadata(CharSpanProvider, node)
+        code_span = self.context.metadata(CharSpanProvider)[node]
         return code_span.start, code_span.start + code_span.length
 
     def code_of(self, node: cst.CSTNode) -> str:
@@ -181,10 +193,12 @@ class Rule(BatchableCSTVisitor):
         return Edit(offset, offset, content)
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
-        try:
-            return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
-        except KeyError:
-            return set()
+        """What a name or attribute refers to, through imports and aliases
+        (``t.ones`` after ``import torch as t`` is ``torch.ones``)."""
+        found = self.context.metadata(QualifiedNameProvider).get(node, ())
+        if callable(found):  # libcst computes qualified names lazily
+            found = found()
+        return {q.name for q in found}
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.get_metadata(ParentNodeProvider, node, None)
+        return self.context.metadata(ParentNodeProvider).get(node)

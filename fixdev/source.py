@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _LONE_CR = re.compile(r"\r(?!\n)")
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)
 
 
 class SourceError(Exception):
@@ -35,7 +36,9 @@ class Source:
         try:
             encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         except SyntaxError as exc:
-            raise SourceError(f"bad encoding declaration: {exc}") from None
+            if _COOKIE.search(b"\n".join(data.splitlines()[:2])):
+                raise SourceError(f"bad encoding declaration: {exc}") from None
+            encoding = "utf-8"  # no cookie, just bytes that are not UTF-8: say which
         bom = data.startswith(codecs.BOM_UTF8)
         body = data[len(codecs.BOM_UTF8) :] if bom else data
         if encoding == "utf-8-sig":

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def run_fixdev(*args: str, cwd: Path | None = None, stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real entry point, as a user runs it: a separate process."""
+    return subprocess.run(
+        [sys.executable, "-m", "fixdev", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def fixdev():
+    return run_fixdev

@@ -1,0 +1,198 @@
+"""The real ``fixdev`` entry point on real files."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fixdev.registry import all_rules
+
+BUGGY = "import torch\n\n\ndef f(x):\n    return x * torch.ones(x.shape)\n"
+FIXED = "import torch\n\n\ndef f(x):\n    return x * torch.ones_like(x)\n"
+
+
+def awkward_tree(root: Path) -> dict[str, bytes]:
+    files = {
+        "crlf.py": BUGGY.replace("\n", "\r\n").encode(),
+        "bom.py": codecs.BOM_UTF8 + BUGGY.encode(),
+        "latin1.py": b"# -*- coding: latin-1 -*-\n" + BUGGY.encode() + b"name = '\xe9t\xe9'\n",
+        "tabs.py": BUGGY.replace("    ", "\t").encode(),
+        "no_newline.py": BUGGY.rstrip("\n").encode(),
+        "syntax_error.py": b"import torch\ndef f(x:\n    return torch.ones(x.shape)\n",
+        "python2.py": b"print 'hello'\n",
+        "binary.py": b"\x00\x01\x02\xff" * 10,
+        "empty.py": b"",
+        "readonly.py": BUGGY.encode(),
+        "a/b/c/d/e/f/g/h/deep.py": BUGGY.encode(),
+        ".venv/lib/venv_file.py": BUGGY.encode(),
+    }
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    os.chmod(root / "readonly.py", 0o444)
+    return files
+
+
+def test_awkward_tree(tmp_path, fixdev):
+    files = awkward_tree(tmp_path)
+    result = fixdev("--apply", ".", cwd=tmp_path)
+    err = result.stderr.decode()
+    assert result.returncode == 2
+    assert "Traceback" not in err
+    now = {name: (tmp_path / name).read_bytes() for name in files}
+    assert now["crlf.py"] == FIXED.replace("\n", "\r\n").encode()
+    assert now["bom.py"] == codecs.BOM_UTF8 + FIXED.encode()
+    assert now["latin1.py"] == b"# -*- coding: latin-1 -*-\n" + FIXED.encode() + b"name = '\xe9t\xe9'\n"
+    assert now["tabs.py"] == FIXED.replace("    ", "\t").encode()
+    assert now["no_newline.py"] == FIXED.rstrip("\n").encode()
+    assert now["a/b/c/d/e/f/g/h/deep.py"] == FIXED.encode()
+    for name in ("syntax_error.py", "python2.py", "binary.py", "readonly.py", "empty.py", ".venv/lib/venv_file.py"):
+        assert now[name] == files[name], name
+    error_lines = [line for line in err.splitlines() if ": error: " in line]
+    assert sorted(line.split(":")[0] for line in error_lines) == ["binary.py", "python2.py", "readonly.py", "syntax_error.py"]
+    assert "venv_file" not in result.stdout.decode() + err
+    second = fixdev("--apply", ".", cwd=tmp_path)
+    assert {name: (tmp_path / name).read_bytes() for name in files} == now, "a second run changes nothing"
+    assert [line for line in second.stdout.decode().splitlines() if line.startswith("--- a/")] == ["--- a/readonly.py"]
+
+
+def test_diff_never_writes_and_exit_codes(tmp_path, fixdev):
+    path = tmp_path / "m.py"
+    path.write_text(BUGGY)
+    result = fixdev("--diff", "m.py", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.decode().startswith("--- a/m.py\n+++ b/m.py\n")
+    assert path.read_text() == BUGGY
+    assert fixdev("--diff", "--exit-zero", "m.py", cwd=tmp_path).returncode == 0
+    assert fixdev("--apply", "m.py", cwd=tmp_path).returncode == 0
+    assert path.read_text() == FIXED
+    assert fixdev("--diff", "m.py", cwd=tmp_path).returncode == 0
+    assert fixdev("m.py", cwd=tmp_path).returncode == 0
+
+
+def test_check_is_the_default_and_prints_one_line_per_finding(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(BUGGY + "y = z.cuda(0)\n")
+    result = fixdev("m.py", cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stdout.decode().splitlines()
+    assert lines[0].startswith("m.py:5:16: FDV101 [like-factory] [*] ")
+    assert lines[1].startswith("m.py:6:5: FDV104 [cuda-call] `.cuda()` with an explicit")
+    assert (tmp_path / "m.py").read_text().startswith(BUGGY)
+
+
+def test_apply_exits_1_when_unfixable_findings_remain(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text("import torch\ny = z.cuda(0)\n")
+    assert fixdev("--apply", "m.py", cwd=tmp_path).returncode == 1
+
+
+def test_missing_path_and_unknown_rule_are_usage_errors(tmp_path, fixdev):
+    missing = fixdev("nope.py", cwd=tmp_path)
+    assert missing.returncode == 2 and "nope.py: error: no such file or directory" in missing.stderr.decode()
+    unknown = fixdev("--select", "FDV999", ".", cwd=tmp_path)
+    assert unknown.returncode == 2 and "FDV999" in unknown.stderr.decode()
+    assert b"Traceback" not in missing.stderr + unknown.stderr
+
+
+def test_missing_path_does_not_stop_the_others(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(BUGGY)
+    result = fixdev("--apply", "nope.py", "m.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert (tmp_path / "m.py").read_text() == FIXED
+
+
+@pytest.mark.parametrize("words, expected", [(["--select", "FDV104"], []), (["--select", "like-factory"], ["FDV101"]),
+                                             (["--select", "FDV1"], ["FDV101"]), (["--ignore", "ALL"], []),
+                                             (["--select", "cuda-call", "--extend-select", "FDV101"], ["FDV101"])])
+def test_selection(tmp_path, fixdev, words, expected):
+    (tmp_path / "m.py").write_text(BUGGY)
+    result = fixdev("--output-format", "json", *words, "m.py", cwd=tmp_path)
+    assert [item["code"] for item in json.loads(result.stdout)] == expected
+
+
+def test_configuration_and_per_file_ignores(tmp_path, fixdev):
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nper-file-ignores = { "tests/**" = ["like-factory"] }\n')
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text(BUGGY)
+    (tmp_path / "m.py").write_text(BUGGY)
+    result = fixdev("--output-format", "concise", ".", cwd=tmp_path)
+    assert result.stdout.decode().splitlines() == ["m.py:5:16: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"]
+
+
+def test_bad_configuration_is_one_line_and_exit_2(tmp_path, fixdev):
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nselekt = ["ALL"]\n')
+    (tmp_path / "a.py").write_text(BUGGY)
+    (tmp_path / "b.py").write_text(BUGGY)
+    result = fixdev(".", cwd=tmp_path)
+    err = result.stderr.decode()
+    assert result.returncode == 2 and "Traceback" not in err
+    assert err.count("unknown key 'selekt'") == 1 and "pyproject.toml" in err
+
+
+def test_rule_option_from_configuration(tmp_path, fixdev):
+    (tmp_path / "pyproject.toml").write_text("[tool.fixdev.rules.constant-buffer]\npersistent = true\n")
+    (tmp_path / "m.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3)\n"
+    )
+    fixdev("--apply", "m.py", cwd=tmp_path)
+    assert 'self.register_buffer("c", torch.ones(3))\n' in (tmp_path / "m.py").read_text()
+
+
+def test_rules_and_explain(fixdev):
+    listing = fixdev("--list-rules").stdout.decode()
+    for rule in all_rules():
+        assert rule.code in listing and rule.name in listing
+    explained = fixdev("--explain", "like-factory")
+    assert explained.returncode == 0
+    for heading in ("## What it does", "## Fix safety", "## When it stays silent"):
+        assert heading in explained.stdout.decode()
+    assert fixdev("--explain", "nope").returncode == 2
+
+
+def test_a_folder_named_like_a_command_is_a_path(tmp_path, fixdev):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "m.py").write_text(BUGGY)
+    assert "rules/m.py:5:16" in fixdev("rules", cwd=tmp_path).stdout.decode()
+
+
+def test_interactive_needs_a_terminal(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(BUGGY)
+    result = fixdev("--apply", "--interactive", "m.py", cwd=tmp_path, stdin=b"y\n")
+    assert result.returncode == 2 and "needs a terminal" in result.stderr.decode()
+    assert (tmp_path / "m.py").read_text() == BUGGY
+
+
+def test_interactive_on_a_terminal(tmp_path):
+    import pty
+    import subprocess
+    import sys
+
+    (tmp_path / "m.py").write_text(BUGGY + "\n\ndef g(y):\n    return y * torch.zeros(y.shape)\n")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "-i", "m.py"], cwd=tmp_path, stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    os.write(leader, b"n\ny\n")
+    out, err = proc.communicate(timeout=60)
+    os.close(leader)
+    os.close(follower)
+    assert proc.returncode == 1, err.decode()  # the refused fix remains a finding
+    text = (tmp_path / "m.py").read_text()
+    assert "torch.ones(x.shape)" in text and "torch.zeros_like(y)" in text
+    assert out.decode().count("Apply this fix?") == 2
+
+
+def test_color_only_when_asked_or_on_a_terminal(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(BUGGY)
+    assert "\x1b[" not in fixdev("--diff", "m.py", cwd=tmp_path).stdout.decode()
+    assert "\x1b[31m" in fixdev("--diff", "--color", "always", "m.py", cwd=tmp_path).stdout.decode()
+
+
+def test_version_and_bad_option(fixdev):
+    assert fixdev("--version").stdout.decode().startswith("fixdev ")
+    bad = fixdev("--frobnicate")
+    assert bad.returncode == 2 and b"Traceback" not in bad.stderr
+    both = fixdev("--diff", "--apply", ".")
+    assert both.returncode == 2 and b"choose one of" in both.stderr

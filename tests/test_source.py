@@ -1,0 +1,65 @@
+import codecs
+
+import pytest
+
+from fixdev.source import LineIndex, Source, SourceError, parseable_text, split_lines
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"x = 1\n",
+        b"x = 1\r\ny = 2\r\n",
+        b"x = 1\ry = 2\r",
+        codecs.BOM_UTF8 + b"x = '\xc3\xa9'\n",
+        b"# -*- coding: latin-1 -*-\nx = '\xe9'\n",
+        b"if x:\n\ty = 1",
+        b"",
+    ],
+)
+def test_decode_encode_round_trips_bytes(data):
+    source = Source.decode(data)
+    assert source.encode(source.text) == data
+
+
+def test_bom_and_cookie_are_remembered():
+    source = Source.decode(codecs.BOM_UTF8 + b"x = 1\r\n")
+    assert source.bom and source.encoding == "utf-8" and source.newline == "\r\n"
+    latin = Source.decode(b"# coding: latin-1\nx = '\xe9'\n")
+    assert latin.encoding == "iso-8859-1" and "\xe9" in latin.text
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"\x00\x01binary", "binary"),
+        (b"x = '\xff\xfe'\n", "cannot decode as utf-8"),
+        (b"# coding: nonsense-codec\nx = 1\n", "encoding"),
+    ],
+)
+def test_bad_input_is_a_source_error(data, message):
+    with pytest.raises(SourceError, match=message):
+        Source.decode(data)
+
+
+def test_encoding_a_character_the_codec_lacks_is_an_error():
+    source = Source.decode(b"# coding: latin-1\nx = 1\n")
+    with pytest.raises(SourceError, match="cannot be encoded"):
+        source.encode("x = '\u20ac'\n")
+
+
+def test_parseable_text_keeps_offsets():
+    text = "a\rb\r\nc\r"
+    assert parseable_text(text) == "a\nb\r\nc\n"
+    assert len(parseable_text(text)) == len(text)
+
+
+def test_line_index_counts_only_python_line_breaks():
+    text = "ab\r\ncd\x0cef\rg"
+    index = LineIndex(text)
+    assert index.position(0) == (1, 1)
+    assert index.position(4) == (2, 1)
+    assert index.position(7) == (2, 4)  # a form feed is not a line break
+    assert index.position(10) == (3, 1)
+    assert index.offset(3, 1) == 10
+    assert split_lines(text) == ["ab\r\n", "cd\x0cef\r", "g"]
