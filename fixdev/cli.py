@@ -141,6 +141,7 @@ def main_command(
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only."),
     color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Color diffs: auto (on a terminal), always, never."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the result cache (.fixdev_cache/)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of CPUs)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     list_rules: bool = typer.Option(False, "--list-rules", callback=_list_rules, is_eager=True, help="List the rules."),
@@ -182,7 +183,7 @@ def main_command(
     if ask is not None:
         processed = (process_file(path, mode, overrides, lambda text, finding, path=path: ask(path, text, finding)) for path in files)
     else:
-        processed = parallel.process_files(files, mode, overrides, jobs or os.cpu_count() or 1)
+        processed = parallel.process_files(files, mode, overrides, jobs or os.cpu_count() or 1, use_cache=not no_cache)
     for item, result in zip(files, processed):
         if result.error:
             errors += 1

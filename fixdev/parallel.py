@@ -13,13 +13,13 @@ from .runner import FileResult, Mode, Overrides, process_file
 MIN_FILES_FOR_POOL = 8
 
 
-def _work(task: tuple[Path, Mode, Overrides]) -> FileResult:
-    path, mode, overrides = task
-    return process_file(path, mode, overrides)
+def _work(task: tuple[Path, Mode, Overrides, bool]) -> FileResult:
+    path, mode, overrides, use_cache = task
+    return process_file(path, mode, overrides, use_cache=use_cache)
 
 
-def process_files(paths: Sequence[Path], mode: Mode, overrides: Overrides, jobs: int) -> Iterator[FileResult]:
-    tasks = [(path, mode, overrides) for path in paths]
+def process_files(paths: Sequence[Path], mode: Mode, overrides: Overrides, jobs: int, use_cache: bool = True) -> Iterator[FileResult]:
+    tasks = [(path, mode, overrides, use_cache) for path in paths]
     if jobs <= 1 or len(tasks) < MIN_FILES_FOR_POOL:
         yield from map(_work, tasks)
         return

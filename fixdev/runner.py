@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from . import cache
 from .config import ConfigError, Settings, nearest
 from .engine import Approver, Engine, FixConflictError
 from .registry import SelectionError
@@ -69,11 +70,19 @@ def settings_for(path: Path, overrides: Overrides) -> Settings:
 
 
 def process_text(
-    path: Path, source: Source, mode: Mode, overrides: Overrides, approve: Approver | None = None
+    path: Path, source: Source, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False
 ) -> FileResult:
     result = FileResult(path, original=source.text, source=source)
     try:
         engine = engine_for(settings_for(path, overrides), path)
+        entry = None
+        if use_cache and approve is None:
+            options = sorted((name, sorted(values.items())) for name, values in engine.options.items())
+            entry = cache.key(source.text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, [r.code for r in engine.rules], options)
+            cached = cache.load(entry)
+            if cached is not None:
+                result.findings, result.applied, result.fixed = cached
+                return result
         if mode is Mode.CHECK:
             result.findings = engine.lint(source.text)
         else:
@@ -82,6 +91,8 @@ def process_text(
             result.applied = outcome.applied
             if outcome.text != source.text:
                 result.fixed = outcome.text
+        if entry is not None:
+            cache.store(entry, (result.findings, result.applied, result.fixed))
     except ConfigError as exc:
         result.error, result.error_is_config = str(exc), True
     except (SourceError, FixConflictError, SelectionError) as exc:
@@ -89,7 +100,7 @@ def process_text(
     return result
 
 
-def process_file(path: Path, mode: Mode, overrides: Overrides, approve: Approver | None = None, before_write: Callable[[FileResult], None] | None = None) -> FileResult:
+def process_file(path: Path, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False) -> FileResult:
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -98,10 +109,8 @@ def process_file(path: Path, mode: Mode, overrides: Overrides, approve: Approver
         source = Source.decode(data)
     except SourceError as exc:
         return FileResult(path, error=str(exc))
-    result = process_text(path, source, mode, overrides, approve)
+    result = process_text(path, source, mode, overrides, approve, use_cache)
     if mode is Mode.APPLY and result.fixed is not None and result.error is None:
-        if before_write is not None:
-            before_write(result)
         try:
             write_atomic(path, source.encode(result.fixed), expected=data)
         except (WriteError, SourceError) as exc:

@@ -1,0 +1,66 @@
+"""Results cached by what determines them, so an unchanged file is not parsed
+again: its bytes, the mode, the rules that run on it with their options, and
+fixdev's own code (version and a fingerprint of its source files, so an edited
+rule never serves a stale result). Entries live in ``.fixdev_cache/`` in the
+folder fixdev runs from (``FIXDEV_CACHE_DIR`` moves it); a ``.gitignore``
+inside keeps it out of version control. Any unreadable entry is a miss."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+
+FOLDER = ".fixdev_cache"
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    digest = hashlib.sha256(__version__.encode())
+    import codemods
+
+    for package in (Path(__file__).parent, Path(codemods.__file__).parent):
+        for path in sorted(package.glob("*.py")):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def folder() -> Path:
+    return Path(os.environ.get("FIXDEV_CACHE_DIR") or Path.cwd() / FOLDER)
+
+
+def key(data: bytes, *parts: Any) -> str:
+    digest = hashlib.sha256(data)
+    digest.update(repr((code_fingerprint(), parts)).encode())
+    return digest.hexdigest()
+
+
+def load(entry: str) -> Any | None:
+    try:
+        with open(folder() / entry[:2] / entry, "rb") as handle:
+            return pickle.load(handle)
+    except Exception:  # a missing, truncated or foreign entry is just a miss
+        return None
+
+
+def store(entry: str, value: Any) -> None:
+    root = folder()
+    target = root / entry[:2]
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        ignore = root / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# created by fixdev\n*\n")
+        handle, temp = tempfile.mkstemp(dir=target, suffix=".tmp")
+        with os.fdopen(handle, "wb") as out:
+            pickle.dump(value, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(temp, target / entry)
+    except OSError:
+        pass  # a cache that cannot be written only costs speed

@@ -1,0 +1,87 @@
+"""The result cache: hits for unchanged input, misses for any change that
+could change the result."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixdev import cache, engine
+from fixdev.runner import Mode, Overrides, process_text
+from fixdev.source import Source
+
+BUGGY = "import torch\nmask = torch.ones(x.shape)\n"
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):
+    monkeypatch.setenv("FIXDEV_CACHE_DIR", str(tmp_path / "cache"))
+    calls = []
+    real = engine.Engine.lint
+
+    def lint(self, text):
+        calls.append(text)
+        return real(self, text)
+
+    monkeypatch.setattr(engine.Engine, "lint", lint)
+    return calls
+
+
+def run(text=BUGGY, mode=Mode.CHECK, overrides=Overrides(), tmp=None):
+    return process_text(tmp / "m.py", Source.from_text(text), mode, overrides, use_cache=True)
+
+
+def test_unchanged_input_is_served_from_the_cache(counted, tmp_path):
+    first = run(tmp=tmp_path)
+    assert len(counted) == 1
+    second = run(tmp=tmp_path)
+    assert len(counted) == 1, "the second run must not lint"
+    assert second.findings == first.findings and [f.code for f in second.findings] == ["FDV101"]
+    assert (tmp_path / "cache" / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_changes_that_matter_miss(counted, tmp_path, monkeypatch):
+    run(tmp=tmp_path)
+    run(text=BUGGY + "y = 1\n", tmp=tmp_path)
+    assert len(counted) == 2, "content"
+    run(overrides=Overrides(select=("FDV104",)), tmp=tmp_path)
+    assert len(counted) == 3, "rules"
+    run(mode=Mode.DIFF, tmp=tmp_path)
+    assert len(counted) > 3, "mode"
+    seen = len(counted)
+    monkeypatch.setattr(cache, "__version__", "9.9.9")
+    cache.code_fingerprint.cache_clear()
+    try:
+        run(tmp=tmp_path)
+    finally:
+        cache.code_fingerprint.cache_clear()
+    assert len(counted) == seen + 1, "version"
+
+
+def test_options_are_part_of_the_key(counted, tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.fixdev.rules.constant-buffer]\npersistent = true\n")
+    from fixdev.config import nearest
+
+    nearest.cache_clear()
+    run(tmp=tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.fixdev.rules.constant-buffer]\npersistent = false\n")
+    nearest.cache_clear()
+    run(tmp=tmp_path)
+    assert len(counted) == 2
+    nearest.cache_clear()
+
+
+def test_a_corrupt_entry_is_a_miss(counted, tmp_path):
+    run(tmp=tmp_path)
+    for entry in (tmp_path / "cache").rglob("*"):
+        if entry.is_file() and entry.name != ".gitignore":
+            entry.write_bytes(b"garbage")
+    assert [f.code for f in run(tmp=tmp_path).findings] == ["FDV101"]
+    assert len(counted) == 2
+
+
+def test_no_cache_flag(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(BUGGY)
+    fixdev("--no-cache", "m.py", cwd=tmp_path)
+    assert not (tmp_path / ".fixdev_cache").exists()
+    fixdev("m.py", cwd=tmp_path)
+    assert (tmp_path / ".fixdev_cache" / ".gitignore").exists()
