@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import ParentNodeProvider, QualifiedNameProvider
+from libcst.metadata import ParentNodeProvider
 
 from fixdev.rule import CharSpanProvider, Edit
 
@@ -150,7 +150,7 @@ def merge(kinds: Iterable[Kind]) -> Kind:
 class FileAnalysis:
     def __init__(self, context: "RuleContext") -> None:
         self.module = context.module
-        self._qnames = context.metadata(QualifiedNameProvider)
+        self._context = context
         self._parents = context.metadata(ParentNodeProvider)
         self._spans = context.metadata(CharSpanProvider)
         self._envs: dict[cst.CSTNode, dict[str, Kind]] = {}
@@ -161,10 +161,7 @@ class FileAnalysis:
     # -- basic facts ---------------------------------------------------------------
 
     def qnames(self, node: cst.CSTNode) -> set[str]:
-        found = self._qnames.get(node, ())
-        if callable(found):  # libcst computes qualified names lazily
-            found = found()
-        return {q.name for q in found}
+        return self._context.qualified_names(node)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)

@@ -42,11 +42,15 @@ def parse(text: str) -> cst.Module:
         raise SourceError(f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: {detail}") from None
     except RecursionError:
         raise SourceError("code is nested too deeply to parse") from None
-    if module.code != parse_text:
-        # libcst drops some exotic whitespace (a form feed starting a line).
-        # Its offsets would then be wrong, so no finding or fix can be trusted.
-        raise SourceError("libcst cannot reproduce this file exactly (a form feed at the start of a line?); left unchanged")
     return module
+
+
+def check_round_trip(module: cst.Module, text: str) -> None:
+    """libcst drops some exotic whitespace (a form feed starting a line); its
+    offsets would then be wrong, so no finding or fix could be trusted. Checked
+    only when there is something to report: it costs a full code generation."""
+    if module.code != parseable_text(text):
+        raise SourceError("libcst cannot reproduce this file exactly (a form feed at the start of a line?); left unchanged")
 
 
 def syntax_check(text: str) -> None:
@@ -87,11 +91,16 @@ def _overlaps(edit: Edit, taken: Sequence[Edit]) -> bool:
     return False
 
 
-def suppressed_codes(text: str, module: cst.Module, spans: Mapping[cst.CSTNode, Any]) -> dict[int, set[str] | None]:
-    """Line number → codes or names suppressed there (None: everything)."""
-    if "noqa" not in text and "fixdev:" not in text:
-        return {}
+_MARKER = re.compile(r"#.*?(?:noqa|fixdev:)", re.IGNORECASE)
+
+
+def suppressed_codes(text: str, module: cst.Module, spans: Mapping[cst.CSTNode, Any], lines: set[int]) -> dict[int, set[str] | None]:
+    """Line number → codes or names suppressed there (None: everything), for
+    the given lines. The text is searched first; only when a line with a
+    finding carries a marker are real comments (not strings) read from the tree."""
     index = LineIndex(text)
+    if not any(index.position(m.start())[0] in lines for m in _MARKER.finditer(text)):
+        return {}
     result: dict[int, set[str] | None] = {}
 
     class Comments(cst.CSTVisitor):
@@ -154,10 +163,12 @@ class Engine:
         findings = [finding for visitor in visitors for finding in visitor.findings]
         if not findings:
             return []
+        check_round_trip(module, text)
         spans = context.metadata(CharSpanProvider)
-        suppressions = suppressed_codes(text, module, spans)
+        index = LineIndex(text)
+        lines = {index.position(offset)[0] for f in findings for offset in (f.start, max(f.start, f.end - 1))}
+        suppressions = suppressed_codes(text, module, spans, lines)
         if suppressions:
-            index = LineIndex(text)
             findings = [f for f in findings if not _is_suppressed(f, index, suppressions)]
         return sorted(set(findings), key=lambda f: (f.start, f.code, f.end, f.message))
 

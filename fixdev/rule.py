@@ -36,6 +36,33 @@ class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
         module._codegen(state)
 
 
+class _Everything:
+    """Every name (a star import may bind any)."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+def _dotted_root(node: cst.BaseExpression) -> str:
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else ""
+
+
+def _statements(node: cst.CSTNode):
+    """Every statement line in the file, nested ones included; expressions are
+    not entered, which keeps this walk cheap."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.SimpleStatementLine):
+            yield current
+            continue
+        for child in current.children:
+            if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.ExceptHandler, cst.ExceptStarHandler, cst.Else, cst.Finally, cst.MatchCase)):
+                stack.append(child)
+
+
 @dataclass(frozen=True, order=True)
 class Edit:
     """Replace ``text[start:end]`` with ``content`` (an insertion when start == end)."""
@@ -90,6 +117,38 @@ class RuleContext:
     wrapper: cst.MetadataWrapper
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     shared: dict[str, Any] = field(default_factory=dict)
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        """What a name or attribute refers to, through imports and aliases
+        (``t.ones`` after ``import torch as t`` is ``torch.ones``), from libcst's
+        ``QualifiedNameProvider``. Its scope analysis is the slowest step of a
+        run, so it is skipped when the answer cannot name an import: when the
+        expression's root name is bound by no import statement in the file."""
+        root = node
+        while isinstance(root, (cst.Attribute, cst.Call)):
+            root = root.value if isinstance(root, cst.Attribute) else root.func
+        if isinstance(root, cst.Name) and root.value not in self.imported_names():
+            return set()
+        found = self.metadata(QualifiedNameProvider).get(node, ())
+        if callable(found):  # libcst computes qualified names lazily
+            found = found()
+        return {q.name for q in found}
+
+    def imported_names(self) -> frozenset[str] | _Everything:
+        if "imported" not in self.shared:
+            names: set[str] = set()
+            star = False
+            for statement in _statements(self.module):
+                for small in getattr(statement, "body", ()):
+                    if isinstance(small, cst.Import):
+                        names.update((a.asname.name.value if a.asname else _dotted_root(a.name)) for a in small.names)
+                    elif isinstance(small, cst.ImportFrom):
+                        if isinstance(small.names, cst.ImportStar):
+                            star = True
+                        else:
+                            names.update((a.asname.name.value if a.asname else a.name.value) for a in small.names if isinstance(a.name, cst.Name))
+            self.shared["imported"] = _Everything() if star else frozenset(names)
+        return self.shared["imported"]
 
     def metadata(self, provider: type[BaseMetadataProvider]) -> Mapping[cst.CSTNode, Any]:
         """One kind of metadata for the whole file, computed on first use:
@@ -195,10 +254,7 @@ class Rule(BatchableCSTVisitor):
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         """What a name or attribute refers to, through imports and aliases
         (``t.ones`` after ``import torch as t`` is ``torch.ones``)."""
-        found = self.context.metadata(QualifiedNameProvider).get(node, ())
-        if callable(found):  # libcst computes qualified names lazily
-            found = found()
-        return {q.name for q in found}
+        return self.context.qualified_names(node)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.context.metadata(ParentNodeProvider).get(node)
