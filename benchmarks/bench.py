@@ -68,7 +68,7 @@ def main() -> None:
     fixdev = [sys.executable, "-m", "fixdev", "--check", "--output-format", "concise", "--quiet", "--jobs", str(args.jobs), "."]
     cold = measured(fixdev, tree, env)
     warm = measured(fixdev, tree, env)
-    single = measured([*fixdev[:-3], "1", "--no-cache", "."], tree, env)
+    single = measured([*fixdev[:-2], "1", "--no-cache", "."], tree, env)
     rows = [("libcst parse only, 1 process", parse), ("fixdev cold (empty cache)", cold), ("fixdev warm (nothing changed)", warm), ("fixdev, 1 worker, no cache", single)]
     if shutil.which("torchfix"):
         rows.append((f"TorchFix (--jobs {args.jobs})", measured(["torchfix", "--jobs", str(args.jobs), "."], tree, env)))

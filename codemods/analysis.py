@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import ParentNodeProvider
 
 from fixdev.rule import CharSpanProvider, Edit
 
@@ -151,8 +150,7 @@ class FileAnalysis:
     def __init__(self, context: "RuleContext") -> None:
         self.module = context.module
         self._context = context
-        self._parents = context.metadata(ParentNodeProvider)
-        self._spans = context.metadata(CharSpanProvider)
+        self._parents = context.parents()
         self._envs: dict[cst.CSTNode, dict[str, Kind]] = {}
         self._attributes: dict[cst.ClassDef, dict[str, Kind]] = {}
         self._evidence: dict[cst.FunctionDef, set[str]] = {}
@@ -167,10 +165,10 @@ class FileAnalysis:
         return self._parents.get(node)
 
     def start(self, node: cst.CSTNode) -> int:
-        return self._spans[node].start
+        return self._context.metadata(CharSpanProvider)[node].start
 
     def end(self, node: cst.CSTNode) -> int:
-        span = self._spans[node]
+        span = self._context.metadata(CharSpanProvider)[node]
         return span.start + span.length
 
     def enclosing(self, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
@@ -192,7 +190,7 @@ class FileAnalysis:
     # -- which classes are modules -----------------------------------------------
 
     def _find_module_classes(self) -> set[cst.ClassDef]:
-        classes = m.findall(self.module, m.ClassDef())
+        classes = self._context.index().classes
         found: set[cst.ClassDef] = set()
         local_names: set[str] = set()
         changed = True
@@ -596,9 +594,7 @@ class FileAnalysis:
         return rule.insert(match.end(), content)
 
     def names_in_use(self) -> set[str]:
-        if not hasattr(self, "_names_in_use"):
-            self._names_in_use = {n.value for n in m.findall(self.module, m.Name())}
-        return self._names_in_use
+        return self._context.index().names
 
     def torch_function(self, name: str, rule: "Rule") -> tuple[str, list[Edit]]:
         """How to spell ``torch.<name>`` here, with the import edits that needs."""

@@ -18,9 +18,8 @@ import typer
 from . import __version__, output, parallel
 from .config import ConfigError
 from .discovery import Missing, discover
-from .engine import apply_edits
+from .findings import Finding, apply_edits
 from .registry import SelectionError, all_rules, find_rule, matching
-from .rule import Finding
 from .runner import FileResult, Mode, Overrides, process_file, process_text
 from .source import LineIndex, Source, SourceError
 

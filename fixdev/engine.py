@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import libcst as cst
 
-from .rule import CharSpanProvider, Edit, Finding, Rule, RuleContext
+from .findings import Edit, Finding, apply_edits
+from .rule import CharSpanProvider, Rule, RuleContext
 from .source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10
@@ -64,16 +65,6 @@ def syntax_check(text: str) -> None:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
     parse(text)
-
-
-def apply_edits(text: str, edits: Iterable[Edit]) -> str:
-    pieces, last = [], 0
-    for edit in sorted(edits):
-        pieces.append(text[last : edit.start])
-        pieces.append(edit.content)
-        last = edit.end
-    pieces.append(text[last:])
-    return "".join(pieces)
 
 
 def _overlaps(edit: Edit, taken: Sequence[Edit]) -> bool:
@@ -159,7 +150,7 @@ class Engine:
         wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
         context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options)
         visitors = [rule(context) for rule in rules]
-        cst.visit_batched(module, visitors)
+        context.run(visitors)
         findings = [finding for visitor in visitors for finding in visitor.findings]
         if not findings:
             return []

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import __version__
-from .rule import Finding
+from .findings import Finding
 from .runner import FileResult, Mode, Overrides, process_text
 from .source import LineIndex, Source
 

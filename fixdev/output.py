@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from . import __version__
-from .registry import all_rules
-from .rule import Finding
+from .findings import Finding
 from .runner import FileResult
 from .source import LineIndex, split_lines
 
@@ -100,6 +99,8 @@ def github(items: Sequence[dict[str, Any]]) -> str:
 
 
 def sarif(items: Sequence[dict[str, Any]]) -> str:
+    from .registry import all_rules
+
     rules = [
         {
             "id": rule.code,

@@ -6,11 +6,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from functools import lru_cache
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import codemods
-
-from .rule import Rule
+if TYPE_CHECKING:
+    from .rule import Rule
 
 
 class SelectionError(ValueError):
@@ -19,6 +18,11 @@ class SelectionError(ValueError):
 
 @lru_cache(maxsize=1)
 def all_rules() -> tuple[type[Rule], ...]:
+    # Imported here: a run served from the cache never loads libcst.
+    import codemods
+
+    from .rule import Rule
+
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(codemods.__path__):
         module = importlib.import_module(f"codemods.{info.name}")

@@ -8,16 +8,20 @@ what order, and checks the result. A rule never reads files or prints.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 import libcst as cst
 from libcst import BatchableCSTVisitor
 from libcst._nodes.internal import CodegenState  # public codegen needs no indentation; ours does
-from libcst.metadata import BaseMetadataProvider, CodeSpan, ParentNodeProvider, QualifiedNameProvider
+from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvider
 from libcst.metadata.span_provider import SpanProvidingCodegenState
+
+from .findings import Edit, Finding, Fix  # noqa: F401 - rules build these
 
 
 class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
@@ -36,57 +40,152 @@ class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
         module._codegen(state)
 
 
-class _Everything:
-    """Every name (a star import may bind any)."""
-
-    def __contains__(self, name: object) -> bool:
-        return True
-
-
-def _dotted_root(node: cst.BaseExpression) -> str:
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else ""
+def _dotted(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
 
 
-def _statements(node: cst.CSTNode):
-    """Every statement line in the file, nested ones included; expressions are
-    not entered, which keeps this walk cheap."""
+# What each node type can bind, for FileIndex.
+_BINDINGS: dict[type, str] = {
+    cst.Name: "name",
+    cst.ClassDef: "class",
+    cst.Import: "import",
+    cst.ImportFrom: "import",
+    cst.Param: "def",
+    cst.FunctionDef: "def",
+    **{t: "target" for t in (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.AsName, cst.NamedExpr, cst.Del)},
+    cst.Global: "scope",
+    cst.Nonlocal: "scope",
+    cst.MatchAs: "match",
+    cst.MatchStar: "match",
+    cst.MatchMapping: "rest",
+}
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(value_type: type) -> bool:
+    known = _NODE_TYPES.get(value_type)
+    if known is None:
+        known = _NODE_TYPES[value_type] = issubclass(value_type, cst.CSTNode)
+    return known
+
+
+class FileIndex:
+    """One cheap walk over the tree: every node's parent (libcst's
+    ``ParentNodeProvider`` costs three times as much), the names imports bind,
+    and the names bound any other way, for ``RuleContext.qualified_names``."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.imported: set[str] = set()
+        self.rebound: set[str] = set()
+        self.star_import = False
+        self._targets: dict[str, set[str]] = {}
+        self._top_level: set[str] = set()
+        self.order: list[cst.CSTNode] = []  # every node, parents before children
+        self.classes: list[cst.ClassDef] = []
+        self.names: set[str] = set()  # every identifier used as a Name
+        parents = self.parents
+        stack: list[cst.CSTNode] = [module]
+        order = self.order
+        # Exact-type lookups throughout: libcst nodes are ABCs, and isinstance
+        # on an ABC costs more here than all the rest of the walk.
+        while stack:
+            node = stack.pop()
+            order.append(node)
+            node_type = type(node)
+            # Reading the dataclass fields is 2.5x faster than ``node.children``
+            # and reaches the same nodes.
+            for field in _child_fields(node_type):
+                value = getattr(node, field)
+                value_type = type(value)
+                if value_type is tuple or value_type is list:
+                    for child in value:
+                        if _is_node(type(child)):
+                            parents[child] = node
+                            stack.append(child)
+                elif _is_node(value_type):
+                    parents[value] = node
+                    stack.append(value)
+            kind = _BINDINGS.get(node_type)
+            if kind is None:
+                continue
+            if kind == "name":
+                self.names.add(node.value)
+            elif kind == "class":
+                self.classes.append(node)
+                self.rebound.add(node.name.value)
+            elif kind == "import":
+                statement = parents.get(node)
+                self._imports(node, parents.get(statement) is module)
+            elif kind == "def":
+                self.rebound.add(node.name.value)
+            elif kind == "target":
+                target = getattr(node, "target", None) or getattr(node, "name", None)
+                if target is not None and type(parents.get(node)) is not cst.ImportAlias:
+                    self.rebound.update(n.value for n in _names_in(target))
+            elif kind == "scope":
+                self.rebound.update(item.name.value for item in node.names)
+            elif kind == "match" and getattr(node, "name", None) is not None:
+                self.rebound.add(node.name.value)
+            elif kind == "rest" and node.rest is not None:
+                self.rebound.add(node.rest.value)
+
+    def _imports(self, node: cst.Import | cst.ImportFrom, top_level: bool) -> None:
+        if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+            self.star_import = True
+            return
+        for alias in node.names:
+            if isinstance(node, cst.Import):
+                path = _dotted(alias.name) or ""
+                name = alias.asname.name.value if alias.asname else path.split(".")[0]
+                target = path if alias.asname else name
+            else:
+                name = alias.asname.name.value if alias.asname else alias.name.value
+                # a relative import never names torch: "" stands for "no torch name"
+                target = "" if node.relative or node.module is None else f"{_dotted(node.module)}.{alias.name.value}"
+            self.imported.add(name)
+            self._targets.setdefault(name, set()).add(target)
+            if top_level:
+                self._top_level.add(name)
+
+    def resolve(self, name: str, attributes: list[str]) -> set[str] | None:
+        """The qualified names of ``name.attr...`` when the imports alone decide
+        them; None when only a scope analysis can."""
+        if self.star_import:
+            return None
+        if name not in self.imported:
+            return set()
+        targets = self._targets[name]
+        if name in self.rebound or len(targets) != 1 or name not in self._top_level:
+            return None
+        (target,) = targets
+        return {".".join([target, *attributes])} if target else set()
+
+
+@lru_cache(maxsize=None)
+def _child_fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _names_in(node: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(node, cst.Name):
+        return [node]
+    found = []
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.SimpleStatementLine):
-            yield current
-            continue
-        for child in current.children:
-            if isinstance(child, (cst.BaseStatement, cst.BaseSuite, cst.ExceptHandler, cst.ExceptStarHandler, cst.Else, cst.Finally, cst.MatchCase)):
-                stack.append(child)
-
-
-@dataclass(frozen=True, order=True)
-class Edit:
-    """Replace ``text[start:end]`` with ``content`` (an insertion when start == end)."""
-
-    start: int
-    end: int
-    content: str
-
-
-@dataclass(frozen=True)
-class Fix:
-    edits: tuple[Edit, ...]
-    message: str
-    applicability: str = "safe"
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    name: str
-    message: str
-    start: int  # character offsets in the text the rule saw
-    end: int
-    fix: Fix | None = None
+        if isinstance(current, cst.Name):
+            found.append(current)
+        elif not isinstance(current, (cst.Attribute, cst.Subscript)):
+            stack.extend(current.children)
+        elif isinstance(current, cst.Attribute):
+            pass  # obj.attr = ... binds no name
+    return found
 
 
 @dataclass(frozen=True)
@@ -119,36 +218,52 @@ class RuleContext:
     shared: dict[str, Any] = field(default_factory=dict)
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
-        """What a name or attribute refers to, through imports and aliases
-        (``t.ones`` after ``import torch as t`` is ``torch.ones``), from libcst's
-        ``QualifiedNameProvider``. Its scope analysis is the slowest step of a
-        run, so it is skipped when the answer cannot name an import: when the
-        expression's root name is bound by no import statement in the file."""
+        """What a name or attribute refers to, through imports and aliases:
+        ``t.ones`` after ``import torch as t`` is ``torch.ones``.
+
+        libcst's ``QualifiedNameProvider`` is the authority, but its scope
+        analysis costs several parses. Where the imports alone decide the answer
+        it is not needed: an expression rooted at a call or a subscript, or at
+        a name no import binds, names no import; a name that module-level
+        imports bind to one target, and nothing else ever rebinds, resolves
+        through that import. (Checked equal to libcst's answer on torch's own
+        source; a relative import is never a torch name, so it resolves to
+        nothing.)"""
+        parts = []
         root = node
-        while isinstance(root, (cst.Attribute, cst.Call)):
-            root = root.value if isinstance(root, cst.Attribute) else root.func
-        if isinstance(root, cst.Name) and root.value not in self.imported_names():
-            return set()
+        while isinstance(root, cst.Attribute):
+            parts.append(root.attr.value)
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return set()  # rooted at a call, subscript…: no import's name
+        resolved = self.index().resolve(root.value, parts[::-1])
+        if resolved is not None:
+            return resolved
         found = self.metadata(QualifiedNameProvider).get(node, ())
         if callable(found):  # libcst computes qualified names lazily
             found = found()
         return {q.name for q in found}
 
-    def imported_names(self) -> frozenset[str] | _Everything:
-        if "imported" not in self.shared:
-            names: set[str] = set()
-            star = False
-            for statement in _statements(self.module):
-                for small in getattr(statement, "body", ()):
-                    if isinstance(small, cst.Import):
-                        names.update((a.asname.name.value if a.asname else _dotted_root(a.name)) for a in small.names)
-                    elif isinstance(small, cst.ImportFrom):
-                        if isinstance(small.names, cst.ImportStar):
-                            star = True
-                        else:
-                            names.update((a.asname.name.value if a.asname else a.name.value) for a in small.names if isinstance(a.name, cst.Name))
-            self.shared["imported"] = _Everything() if star else frozenset(names)
-        return self.shared["imported"]
+    def index(self) -> "FileIndex":
+        if "index" not in self.shared:
+            self.shared["index"] = FileIndex(self.module)
+        return self.shared["index"]
+
+    def parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
+        return self.index().parents
+
+    def run(self, rules: Sequence["Rule"]) -> None:
+        """Call each rule's ``visit_<Node>`` methods on every node. The same
+        calls libcst's ``visit_batched`` makes, without its per-node
+        bookkeeping, which costs more than parsing: rules only look."""
+        dispatch: dict[type, list] = {}
+        for rule in rules:
+            for name in dir(type(rule)):
+                if name.startswith("visit_") and hasattr(cst, name[6:]) and not getattr(getattr(type(rule), name), "_is_no_op", False):
+                    dispatch.setdefault(getattr(cst, name[6:]), []).append(getattr(rule, name))
+        for node in self.index().order:
+            for method in dispatch.get(type(node), ()):
+                method(node)
 
     def metadata(self, provider: type[BaseMetadataProvider]) -> Mapping[cst.CSTNode, Any]:
         """One kind of metadata for the whole file, computed on first use:
@@ -257,4 +372,4 @@ class Rule(BatchableCSTVisitor):
         return self.context.qualified_names(node)
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.context.metadata(ParentNodeProvider).get(node)
+        return self.context.parents().get(node)

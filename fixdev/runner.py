@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engine import Approver, Engine
 
 from . import cache
 from .config import ConfigError, Settings, nearest
-from .engine import Approver, Engine, FixConflictError
+from .discovery import glob_matches
+from .findings import Finding
 from .registry import SelectionError
-from .rule import Finding
 from .source import Source, SourceError
 from .writer import WriteError, write_atomic
 
@@ -57,7 +60,9 @@ class Overrides:
 _engines: dict[Any, Engine] = {}
 
 
-def engine_for(settings: Settings, path: Path) -> Engine:
+def engine_for(settings: Settings, path: Path) -> "Engine":
+    from .engine import Engine  # loads libcst: only when a file needs work
+
     ignored = frozenset(settings.ignored_for(path))
     key = (settings, ignored)
     if key not in _engines:
@@ -65,24 +70,38 @@ def engine_for(settings: Settings, path: Path) -> Engine:
     return _engines[key]
 
 
+def _selection(settings: Settings, path: Path) -> tuple:
+    """Everything in the settings that decides which rules run on ``path``
+    and how, as written: the rules themselves are covered by the cache's
+    fingerprint of fixdev's code, so nothing needs to be imported to key."""
+    per_file = tuple(words for pattern, words in settings.per_file_ignores if glob_matches(pattern, path, settings.root))
+    return (settings.select, settings.extend_select, settings.ignore, per_file, settings.rule_options)
+
+
 def settings_for(path: Path, overrides: Overrides) -> Settings:
     return overrides.apply(nearest(path.absolute().parent))
 
 
 def process_text(
-    path: Path, source: Source, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False
-) -> FileResult:
+    path: Path, source: Source, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False,
+    cache_only: bool = False,
+) -> FileResult | None:
+    """Lint or fix one text. With ``cache_only``, None unless the cache has it."""
+    from .engine import FixConflictError
+
     result = FileResult(path, original=source.text, source=source)
     try:
-        engine = engine_for(settings_for(path, overrides), path)
+        settings = settings_for(path, overrides)
         entry = None
         if use_cache and approve is None:
-            options = sorted((name, sorted(values.items())) for name, values in engine.options.items())
-            entry = cache.key(source.text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, [r.code for r in engine.rules], options)
+            entry = cache.key(source.text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, _selection(settings, path))
             cached = cache.load(entry)
             if cached is not None:
                 result.findings, result.applied, result.fixed = cached
                 return result
+        if cache_only:
+            return None
+        engine = engine_for(settings, path)
         if mode is Mode.CHECK:
             result.findings = engine.lint(source.text)
         else:
@@ -100,7 +119,11 @@ def process_text(
     return result
 
 
-def process_file(path: Path, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False) -> FileResult:
+def process_file(
+    path: Path, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False, cache_only: bool = False
+) -> FileResult | None:
+    """One file, read to written. With ``cache_only``, None unless the cache
+    has its result (so a parent process can keep cheap work to itself)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -109,7 +132,9 @@ def process_file(path: Path, mode: Mode, overrides: Overrides, approve: Approver
         source = Source.decode(data)
     except SourceError as exc:
         return FileResult(path, error=str(exc))
-    result = process_text(path, source, mode, overrides, approve, use_cache)
+    result = process_text(path, source, mode, overrides, approve, use_cache, cache_only)
+    if result is None:
+        return None
     if mode is Mode.APPLY and result.fixed is not None and result.error is None:
         try:
             write_atomic(path, source.encode(result.fixed), expected=data)

@@ -1,0 +1,43 @@
+"""What rules produce, as plain data: findings, fixes and text edits. Kept
+free of libcst so that results can be cached and printed without it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True, order=True)
+class Edit:
+    """Replace ``text[start:end]`` with ``content`` (an insertion when start == end)."""
+
+    start: int
+    end: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    edits: tuple[Edit, ...]
+    message: str
+    applicability: str = "safe"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    message: str
+    start: int  # character offsets in the text the rule saw
+    end: int
+    fix: Fix | None = None
+
+
+def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+    pieces, last = [], 0
+    for edit in sorted(edits):
+        pieces.append(text[last : edit.start])
+        pieces.append(edit.content)
+        last = edit.end
+    pieces.append(text[last:])
+    return "".join(pieces)
