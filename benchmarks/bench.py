@@ -7,7 +7,7 @@ changed), fixdev with one worker and no cache, and TorchFix when installed,
 each as seconds and as a ratio to the parse time; with the peak memory of
 each run's largest process, and whether the outputs match.
 
-    python benchmarks/bench.py [--jobs N] [--keep DIR]
+    python benchmarks/bench.py [--jobs N] [--keep DIR] [--torchfix PATH]
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     parser.add_argument("--keep", type=Path, help="build the tree here and keep it")
+    parser.add_argument("--torchfix", default=shutil.which("torchfix"), help="the torchfix command (it pins libcst<1.6, so it may live in its own virtual environment)")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="fixdev-bench-"))
     tree = build_tree(work / "tree") if not (work / "tree").exists() else work / "tree"
@@ -70,10 +71,10 @@ def main() -> None:
     warm = measured(fixdev, tree, env)
     single = measured([*fixdev[:-2], "1", "--no-cache", "."], tree, env)
     rows = [("libcst parse only, 1 process", parse), ("fixdev cold (empty cache)", cold), ("fixdev warm (nothing changed)", warm), ("fixdev, 1 worker, no cache", single)]
-    if shutil.which("torchfix"):
-        rows.append((f"TorchFix (--jobs {args.jobs})", measured(["torchfix", "--jobs", str(args.jobs), "."], tree, env)))
+    if args.torchfix:
+        rows.append((f"TorchFix (--jobs {args.jobs})", measured([args.torchfix, "--jobs", str(args.jobs), "."], tree, env)))
     else:
-        print("TorchFix is not installed (pip install torchfix): its row is left out")
+        print("TorchFix is not installed (pip install torchfix, or --torchfix PATH): its row is left out")
     print(f"{'run':<32} {'seconds':>8} {'× parse':>8} {'peak MB':>8}")
     for name, (seconds, peak, _, _) in rows:
         print(f"{name:<32} {seconds:>8.2f} {seconds / parse[0]:>8.2f} {peak / 1024:>8.0f}")
