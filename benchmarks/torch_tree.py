@@ -53,13 +53,15 @@ def main() -> None:
     env = {**os.environ, "FIXDEV_CACHE_DIR": str(work / "cache"), "NO_COLOR": "1"}
 
     start = time.perf_counter()
-    first = subprocess.run([sys.executable, "-m", "fixdev", "--apply", "--no-cache", "--output-format", "json", "."], cwd=tree, env=env, capture_output=True)
+    # Run from the copy's parent: "python -m" puts the working folder on
+    # sys.path, and torch's own "signal" package would shadow the stdlib's.
+    first = subprocess.run([sys.executable, "-m", "fixdev", "--apply", "--no-cache", "--output-format", "json", "torch"], cwd=work, env=env, capture_output=True)
     elapsed = time.perf_counter() - start
     items = json.loads(first.stdout or b"[]")
     after = {p: p.read_bytes() for p in files}
     changed = [p for p in files if after[p] != before[p]]
     broken = [p for p in parsed_before if not parses(after[p])]
-    second = subprocess.run([sys.executable, "-m", "fixdev", "--diff", "--no-cache", "."], cwd=tree, env=env, capture_output=True)
+    second = subprocess.run([sys.executable, "-m", "fixdev", "--diff", "--no-cache", "torch"], cwd=work, env=env, capture_output=True)
     errors = [line for line in first.stderr.decode().splitlines() if ": error: " in line]
 
     print(f"{len(files)} files, {sum(d.count(10) for d in before.values()):,} lines; first run {elapsed:.0f} s, exit {first.returncode}")
@@ -79,7 +81,7 @@ def main() -> None:
     applied = [i for i in items if i["fix"] and i["fix"]["applied"]]
     for item in rng.sample(applied, min(args.sample, len(applied))):
         edit = item["fix"]["edits"][0]
-        path = tree / item["filename"]
+        path = work / item["filename"]
         line = before[path].decode("utf-8", "replace").splitlines()[item["location"]["row"] - 1]
         print(f"\n{item['filename']}:{item['location']['row']} {item['code']}\n  - {line.strip()}\n  + edit: {edit['content']!r}")
     if not args.keep:

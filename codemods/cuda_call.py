@@ -52,7 +52,8 @@ class CudaCall(Rule):
     ## When it stays silent
     `X.cuda(0)`, `X.cuda(device=k)` and other explicit devices are reported
     without a fix: which device is meant is the user's choice. Calls with
-    `*args`/`**kwargs` are reported without a fix.
+    `*args`/`**kwargs` are reported without a fix. A `cuda()` function of an
+    imported module (`tvm.target.cuda()`) is not a tensor's method: silent.
     """
 
     code = "FDV104"
@@ -65,6 +66,7 @@ class CudaCall(Rule):
         "import torch\nok = torch.cuda.is_available()\n",
         "import torch\nx = torch.ones(3, device='cuda')\n",
         "def cuda():\n    pass\ncuda()\n",
+        "import tvm\ntarget = tvm.target.cuda()\n",
     ]
     INVALID = [
         Invalid(
@@ -93,8 +95,8 @@ class CudaCall(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not m.matches(node.func, m.Attribute(attr=m.Name("cuda"))):
             return
-        if any(q.startswith("torch.cuda") for q in self.qualified_names(node.func)):
-            return  # torch.cuda is a package, not a method call on a value
+        if self.qualified_names(node.func.value):
+            return  # tvm.target.cuda(), torch.cuda: a function of an imported module, not a value's method
         positional = [a for a in node.args if a.keyword is None]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if positional or not keywords <= KEPT_KEYWORDS:

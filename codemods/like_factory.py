@@ -63,7 +63,8 @@ class LikeFactory(Rule):
     ## When it stays silent
     When `x` is not a plain name or attribute chain (evaluating a call once
     instead of twice, or not at all, could change behaviour); when `x` is known
-    to be a NumPy array; when `device=` is already given (the device is right,
+    to be a NumPy array; when `x` is `self` (a Tensor subclass's own method:
+    `ones_like(self)` would go through the subclass's dispatch); when `device=` is already given (the device is right,
     and the rewrite would only change the dtype); when an argument has no
     `_like` counterpart (`out=`, `generator=`, `names=`, `pin_memory=`); when
     the size is not exactly `x.shape` or `x.size()`.
@@ -82,6 +83,7 @@ class LikeFactory(Rule):
         "import torch\ny = torch.randn(x.shape, generator=g)\n",
         "import torch\ny = torch.randn(x.shape, device=x.device)\n",
         "import numpy as np\nimport torch\na = np.zeros((2, 3))\ny = torch.zeros(a.shape)\n",
+        "import torch\nclass T(torch.Tensor):\n    def blank(self):\n        return torch.zeros(self.size())\n",
         "ones = lambda s: s\ny = ones(x.shape)\n",
     ]
     INVALID = [
@@ -175,6 +177,8 @@ def _shape_owner(arg: cst.Arg) -> cst.BaseExpression | None:
         return None
     if value.lpar or not analysis.is_name_chain(owner):
         return None
+    if isinstance(owner, cst.Name) and owner.value in ("self", "cls"):
+        return None  # inside a Tensor subclass: *_like(self) would dispatch to it
     return owner.with_changes(lpar=(), rpar=())
 
 

@@ -22,6 +22,7 @@ from .findings import Finding, apply_edits
 from .registry import SelectionError, all_rules, find_rule, matching
 from .runner import FileResult, Mode, Overrides, process_file, process_text
 from .source import LineIndex, Source, SourceError
+from .writer import remove_stale_temps
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -179,6 +180,8 @@ def main_command(
             typer.echo(f"{output.display(item.path)}: error: {item.message}", err=True)
             errors += 1
     files = [item for item in found if not isinstance(item, Missing)]
+    if mode is Mode.APPLY:
+        remove_stale_temps({path.parent for path in files})
     if ask is not None:
         processed = (process_file(path, mode, overrides, lambda text, finding, path=path: ask(path, text, finding)) for path in files)
     else:

@@ -31,8 +31,12 @@ class FixConflictError(Exception):
     """A fix produced text that does not parse, or fixes never settled."""
 
 
+_TOO_DEEP = ("too many nested", "too many levels of indentation", "too many statically nested")
+
+
 def parse(text: str) -> cst.Module:
     """Parse with libcst, turning its failures into one-line ``SourceError``s."""
+    _guard_nesting(text)
     parse_text = parseable_text(text)
     try:
         module = cst.parse_module(parse_text)
@@ -46,6 +50,25 @@ def parse(text: str) -> cst.Module:
     return module
 
 
+def _guard_nesting(text: str) -> bool:
+    """libcst's native parser can overflow the C stack (a crash, not an
+    exception) on nesting deeper than Python itself allows; CPython's parser
+    refuses such code cleanly, so it is asked first. True when it parsed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(text)
+            return True
+        except SyntaxError as exc:
+            if any(reason in str(exc.msg) for reason in _TOO_DEEP):
+                raise SourceError(f"code is nested too deeply to parse at line {exc.lineno}: {exc.msg}") from None
+        except (RecursionError, MemoryError):
+            raise SourceError("code is nested too deeply to parse") from None
+        except ValueError:
+            pass  # e.g. NUL bytes: libcst reports those
+    return False
+
+
 def check_round_trip(module: cst.Module, text: str) -> None:
     """libcst drops some exotic whitespace (a form feed starting a line); its
     offsets would then be wrong, so no finding or fix could be trusted. Checked
@@ -57,14 +80,8 @@ def check_round_trip(module: cst.Module, text: str) -> None:
 def syntax_check(text: str) -> None:
     """Cheap syntax check for files no rule needs to parse: CPython's parser,
     confirmed by libcst's (newer syntax than the running Python is not an error)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ast.parse(text)
-            return
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            pass
-    parse(text)
+    if not _guard_nesting(text):
+        parse(text)
 
 
 def _overlaps(edit: Edit, taken: Sequence[Edit]) -> bool:

@@ -19,6 +19,11 @@ from .source import Source, SourceError
 from .writer import WriteError, write_atomic
 
 
+# libcst's tree takes some 500 bytes of memory per character of source: a
+# larger file is reported rather than risk the machine's memory.
+MAX_CHARACTERS = 2_000_000
+
+
 class Mode(str, Enum):
     CHECK = "check"
     DIFF = "diff"
@@ -90,6 +95,9 @@ def process_text(
     from .engine import FixConflictError
 
     result = FileResult(path, original=source.text, source=source)
+    if len(source.text) > MAX_CHARACTERS:
+        result.error = f"file too large to analyse ({len(source.text) / 1e6:.1f} million characters; the limit is {MAX_CHARACTERS / 1e6:.0f})"
+        return result
     try:
         settings = settings_for(path, overrides)
         entry = None

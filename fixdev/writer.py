@@ -59,3 +59,19 @@ def _current(path: Path) -> bytes | None:
 def is_stale_temp(name: str) -> bool:
     """A temporary file a killed fixdev run left behind."""
     return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
+
+
+def remove_stale_temps(folders) -> None:
+    """Delete temporary files a killed run left in these folders. Only names
+    fixdev itself makes are touched."""
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if is_stale_temp(name):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except OSError:
+                    pass

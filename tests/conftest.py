@@ -26,3 +26,12 @@ def run_fixdev(*args: str, cwd: Path | None = None, stdin: bytes | None = None, 
 @pytest.fixture
 def fixdev():
     return run_fixdev
+
+
+# Property tests: a quick profile for CI, a thorough one for local runs
+# (HYPOTHESIS_PROFILE=thorough pytest tests/test_properties.py).
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
