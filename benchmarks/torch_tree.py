@@ -80,10 +80,10 @@ def main() -> None:
     rng = random.Random(0)
     applied = [i for i in items if i["fix"] and i["fix"]["applied"]]
     for item in rng.sample(applied, min(args.sample, len(applied))):
-        edit = item["fix"]["edits"][0]
         path = work / item["filename"]
         line = before[path].decode("utf-8", "replace").splitlines()[item["location"]["row"] - 1]
-        print(f"\n{item['filename']}:{item['location']['row']} {item['code']}\n  - {line.strip()}\n  + edit: {edit['content']!r}")
+        edits = "; ".join(repr(e["content"]) for e in item["fix"]["edits"])
+        print(f"\n{item['filename']}:{item['location']['row']} {item['code']}\n  - {line.strip()}\n  + edits: {edits}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

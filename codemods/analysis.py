@@ -73,8 +73,10 @@ TENSOR_METHODS = frozenset(
         "unflatten unsqueeze var view view_as where zero_ bfloat16 numpy tolist item"
     ).split()
 )
+# Methods an nn.Module has too: calling them shows nothing about tensors.
+MODULE_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "requires_grad_", "zero_", "share_memory_", "apply", "train", "eval"})
 # Attribute reads or methods that show a value is a tensor.
-TENSOR_EVIDENCE = frozenset({"shape", "device", "dtype", "size", "dim", "ndim", "numel", "requires_grad", "grad"}) | TENSOR_METHODS
+TENSOR_EVIDENCE = frozenset({"shape", "device", "dtype", "size", "dim", "ndim", "numel", "grad"}) | (TENSOR_METHODS - MODULE_METHODS)
 MOVES = frozenset({"to", "cuda", "cpu", "type_as"})
 NON_TENSOR_METHODS = frozenset({"size", "dim", "item", "tolist", "numel", "numpy", "ndimension", "element_size"})
 LIGHTNING_MODULES = frozenset(

@@ -12,13 +12,41 @@ from . import analysis
 LOADERS = {"torch.load": 1, "torch.jit.load": 1, "torch.hub.load_state_dict_from_url": 2}
 
 
+STATE_DICT_LOADERS = {"torch.hub.load_state_dict_from_url"}
+
+
+def _feeds_load_state_dict(facts: "analysis.FileAnalysis", call: cst.Call) -> bool:
+    """The loaded object goes straight into ``X.load_state_dict(...)``: as its
+    argument, or through a name used only that way."""
+    parent = facts.parent(call)
+    if isinstance(parent, cst.Arg):
+        outer = facts.parent(parent)
+        return isinstance(outer, cst.Call) and analysis.last_name(outer.func) == "load_state_dict" and outer.args[0] is parent
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        name = parent.targets[0].target.value
+        scope = facts.enclosing(call, cst.FunctionDef) or facts.module
+        uses = [n for n in analysis.m.findall(scope, analysis.m.Name(name)) if n is not parent.targets[0].target]
+        return bool(uses) and all(_feeds_load_state_dict_name(facts, use) for use in uses)
+    return False
+
+
+def _feeds_load_state_dict_name(facts: "analysis.FileAnalysis", name: cst.Name) -> bool:
+    arg = facts.parent(name)
+    outer = facts.parent(arg) if isinstance(arg, cst.Arg) else None
+    return isinstance(outer, cst.Call) and analysis.last_name(outer.func) == "load_state_dict" and outer.args[0] is arg
+
+
 class LoadMapLocation(Rule):
     """
     ## What it does
     Adds `map_location=` to `torch.load`, `torch.jit.load` and
     `torch.hub.load_state_dict_from_url` calls that have none: the device in
     scope (a `device`/`dev` parameter, a name bound to `torch.device(...)` or
-    a `"cuda"`/`"cpu"` string, `self.device`), else `"cpu"`.
+    a `"cuda"`/`"cpu"` string, `self.device`). With no device in scope it uses
+    `"cpu"` when what is loaded is a state dict on its way into
+    `load_state_dict` (passed straight to it, or through a name used only
+    there, or from `load_state_dict_from_url`); otherwise it reports the call
+    without a fix.
 
     ## Why is this bad?
     A checkpoint remembers the device each tensor was saved from. Loading a
@@ -40,14 +68,16 @@ class LoadMapLocation(Rule):
 
     ## Fix safety
     Tensors load on the chosen device instead of the device they were saved
-    from. `load_state_dict` copies them into the model wherever it lives, so
-    state dicts behave as before; a whole pickled model or a tensor loaded with
-    `"cpu"` now starts on the CPU and must be moved. Other arguments
-    (`weights_only=`, …) are untouched.
+    from. With the device in scope that is where the code wants them; with
+    `"cpu"`, `load_state_dict` copies them into the model wherever it lives, so
+    the model ends up as before. Other arguments (`weights_only=`, …) are
+    untouched.
 
     ## When it stays silent
     When `map_location` is given (as a keyword or positionally), or the call
-    passes `*args`/`**kwargs` that may carry it.
+    passes `*args`/`**kwargs` that may carry it. Reported without a fix: a
+    load with no device in scope whose result is not a state dict headed for
+    `load_state_dict` (a whole model, a scripted module, a tensor).
     """
 
     code = "FDV105"
@@ -63,7 +93,9 @@ class LoadMapLocation(Rule):
         "import torch\nm = torch.hub.load_state_dict_from_url(url, None, 'cpu')\n",
     ]
     INVALID = [
-        Invalid("import torch\nstate = torch.load('m.pth')\n", "import torch\nstate = torch.load('m.pth', map_location=\"cpu\")\n"),
+        Invalid("import torch\nmodel.load_state_dict(torch.load('m.pth'))\n", "import torch\nmodel.load_state_dict(torch.load('m.pth', map_location=\"cpu\"))\n"),
+        Invalid("import torch\nstate = torch.load('m.pth')\nmodel.load_state_dict(state)\n", "import torch\nstate = torch.load('m.pth', map_location=\"cpu\")\nmodel.load_state_dict(state)\n"),
+        Invalid("import torch\nembedding = torch.load('emb.pt')\n", None),
         Invalid(
             "import torch\ndef restore(model, path, device):\n    model.load_state_dict(torch.load(path, weights_only=True))\n",
             "import torch\ndef restore(model, path, device):\n    model.load_state_dict(torch.load(path, weights_only=True, map_location=device))\n",
@@ -72,7 +104,8 @@ class LoadMapLocation(Rule):
             "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth',\n)\n",
             "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth', map_location=device,\n)\n",
         ),
-        Invalid("import torch\nnet = torch.jit.load('net.pt')\n", "import torch\nnet = torch.jit.load('net.pt', map_location=\"cpu\")\n"),
+        Invalid("import torch\nnet = torch.jit.load('net.pt')\n", None),
+        Invalid("import torch\nsd = torch.hub.load_state_dict_from_url(url)\n", "import torch\nsd = torch.hub.load_state_dict_from_url(url, map_location=\"cpu\")\n"),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -85,7 +118,15 @@ class LoadMapLocation(Rule):
             return
         if sum(a.keyword is None for a in node.args) > position:
             return
-        device = analysis.of(self).device_at(node) or '"cpu"'
+        facts = analysis.of(self)
+        device = facts.device_at(node)
+        if device is None:
+            if not (self.qualified_names(node.func) & STATE_DICT_LOADERS or _feeds_load_state_dict(facts, node)):
+                # A whole pickled model or a tensor would now start on the CPU
+                # while the code around it expects the saved device.
+                self.report(node, "Loading without `map_location` fails on a machine without the saving GPU; no device in scope to load onto")
+                return
+            device = '"cpu"'  # load_state_dict copies into the model wherever it lives
         args = list(node.args)
         new_arg = cst.Arg(value=cst.parse_expression(device), keyword=cst.Name("map_location"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
         if args:

@@ -101,6 +101,29 @@ def _lsp(value: bool) -> None:
         raise typer.Exit()
 
 
+class Progress:
+    """``[n/N files]`` on stderr, on a terminal only, for runs long enough to
+    want it; cleared before anything else is printed, so output stays clean."""
+
+    MIN_FILES = 200
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled, self.done, self.shown = total, enabled, 0, False
+
+    def step(self) -> None:
+        self.done += 1
+        if self.enabled and (self.done % 25 == 0 or self.done == self.total):
+            sys.stderr.write(f"\r[{self.done}/{self.total} files]")
+            sys.stderr.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
 class Interaction:
     """``--interactive``: asks about each fix, like ``git add -p``."""
 
@@ -186,17 +209,22 @@ def main_command(
         processed = (process_file(path, mode, overrides, lambda text, finding, path=path: ask(path, text, finding)) for path in files)
     else:
         processed = parallel.process_files(files, mode, overrides, jobs or os.cpu_count() or 1, use_cache=not no_cache)
+    progress = Progress(len(files), enabled=not quiet and sys.stderr.isatty() and len(files) >= Progress.MIN_FILES)
     for item, result in zip(files, processed):
+        progress.step()
         if result.error:
             errors += 1
             line = result.error if result.error_is_config else f"{output.display(item)}: error: {result.error}"
             if line not in printed_config_errors:
+                progress.clear()
                 typer.echo(line, err=True)
                 printed_config_errors.add(line)
         results.append(result)
-        if output_format is Format.full or output_format is Format.concise:
+        if (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
+            progress.clear()
             _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask))
 
+    progress.clear()
     if output_format in (Format.json, Format.github, Format.sarif):
         items = output.as_json(r for r in results if not r.error)
         if output_format is Format.json:
