@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Iterable
 import libcst as cst
 import libcst.matchers as m
 
-from fixdev.rule import CharSpanProvider, Edit
+from fixdev.rule import CharSpanProvider, Edit, dotted
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext
@@ -124,15 +124,6 @@ def chain_root(node: cst.BaseExpression) -> cst.Name | None:
     while isinstance(node, cst.Attribute):
         node = node.value
     return node if isinstance(node, cst.Name) else None
-
-
-def dotted(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
 
 
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:

@@ -40,11 +40,12 @@ class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
         module._codegen(state)
 
 
-def _dotted(node: cst.BaseExpression) -> str | None:
+def dotted(node: cst.CSTNode) -> str | None:
+    """``a.b.c`` for a name or attribute chain, else None."""
     if isinstance(node, cst.Name):
         return node.value
     if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
+        base = dotted(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
 
@@ -141,13 +142,13 @@ class FileIndex:
             return
         for alias in node.names:
             if isinstance(node, cst.Import):
-                path = _dotted(alias.name) or ""
+                path = dotted(alias.name) or ""
                 name = alias.asname.name.value if alias.asname else path.split(".")[0]
                 target = path if alias.asname else name
             else:
                 name = alias.asname.name.value if alias.asname else alias.name.value
                 # a relative import never names torch: "" stands for "no torch name"
-                target = "" if node.relative or node.module is None else f"{_dotted(node.module)}.{alias.name.value}"
+                target = "" if node.relative or node.module is None else f"{dotted(node.module)}.{alias.name.value}"
             self.imported.add(name)
             self._targets.setdefault(name, set()).add(target)
             if top_level:

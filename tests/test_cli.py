@@ -196,3 +196,30 @@ def test_version_and_bad_option(fixdev):
     assert bad.returncode == 2 and b"Traceback" not in bad.stderr
     both = fixdev("--diff", "--apply", ".")
     assert both.returncode == 2 and b"choose one of" in both.stderr
+
+
+def test_progress_only_on_a_terminal_and_never_on_stdout(tmp_path):
+    import pty
+    import subprocess
+    import sys
+
+    for i in range(210):
+        (tmp_path / f"m{i}.py").write_text("x = 1\n")
+    (tmp_path / "bug.py").write_text(BUGGY)
+    leader, follower = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "fixdev", "--no-cache", "."], cwd=tmp_path, stdout=subprocess.PIPE, stderr=follower, env={**os.environ, "NO_COLOR": "1"}, timeout=120)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert b"[211/211 files]" in shown
+    assert b"\r" not in proc.stdout and proc.stdout.decode().startswith("bug.py:5:16: FDV101")
+    piped = subprocess.run([sys.executable, "-m", "fixdev", "--no-cache", "."], cwd=tmp_path, capture_output=True, timeout=120)
+    assert b"files]" not in piped.stderr
