@@ -499,10 +499,11 @@ class FileAnalysis:
             return "torch.device" in self.qnames(expr.func)
         return False
 
-    def device_at(self, node: cst.CSTNode) -> str | None:
+    def device_at(self, node: cst.CSTNode, module_level: bool = True) -> str | None:
         """Source text of a device already defined where ``node`` runs: a
         ``device``/``dev`` parameter, a name bound to a device earlier in the
-        function or the module, or ``self.device`` set in ``__init__``."""
+        function (or, with ``module_level``, the module), or ``self.device``
+        set in ``__init__``."""
         func = self.enclosing(node, cst.FunctionDef)
         position = self.start(node)
         while func is not None:
@@ -518,6 +519,8 @@ class FileAnalysis:
                 if self.is_lightning(cls) or self._sets_self_device(cls):
                     return "self.device"
             func = self.enclosing(func, cst.FunctionDef)
+        if not module_level:
+            return None
         in_function = self.enclosing(node, cst.FunctionDef) is not None
         return self._device_binding(self.module, None if in_function else position)
 

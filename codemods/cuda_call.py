@@ -13,6 +13,19 @@ from .analysis import Kind
 KEPT_KEYWORDS = {"non_blocking", "memory_format"}
 
 
+def _expects_an_error(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> bool:
+    """Inside ``with self.assertRaises...(...)`` or ``with pytest.raises(...)``."""
+    block = facts.enclosing(node, cst.With)
+    while block is not None:
+        for item in block.items:
+            if isinstance(item.item, cst.Call):
+                name = analysis.last_name(item.item.func) or ""
+                if name.startswith("assertRaises") or name == "raises":
+                    return True
+        block = facts.enclosing(block, cst.With)
+    return False
+
+
 class CudaCall(Rule):
     """
     ## What it does
@@ -54,6 +67,8 @@ class CudaCall(Rule):
     without a fix: which device is meant is the user's choice. Calls with
     `*args`/`**kwargs` are reported without a fix. A `cuda()` function of an
     imported module (`tvm.target.cuda()`) is not a tensor's method: silent.
+    Inside `with self.assertRaises(...)` or `with pytest.raises(...)` the code
+    tests `.cuda()` itself: silent.
     """
 
     code = "FDV104"
@@ -67,6 +82,7 @@ class CudaCall(Rule):
         "import torch\nx = torch.ones(3, device='cuda')\n",
         "def cuda():\n    pass\ncuda()\n",
         "import tvm\ntarget = tvm.target.cuda()\n",
+        "import pytest\ndef test_cuda(m):\n    with pytest.raises(ValueError):\n        m.cuda()\n",
     ]
     INVALID = [
         Invalid(
@@ -97,6 +113,8 @@ class CudaCall(Rule):
             return
         if self.qualified_names(node.func.value):
             return  # tvm.target.cuda(), torch.cuda: a function of an imported module, not a value's method
+        if _expects_an_error(analysis.of(self), node):
+            return  # a test of .cuda() itself (assertRaises / pytest.raises)
         positional = [a for a in node.args if a.keyword is None]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if positional or not keywords <= KEPT_KEYWORDS:

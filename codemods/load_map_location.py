@@ -40,13 +40,15 @@ class LoadMapLocation(Rule):
     """
     ## What it does
     Adds `map_location=` to `torch.load`, `torch.jit.load` and
-    `torch.hub.load_state_dict_from_url` calls that have none: the device in
-    scope (a `device`/`dev` parameter, a name bound to `torch.device(...)` or
-    a `"cuda"`/`"cpu"` string, `self.device`). With no device in scope it uses
-    `"cpu"` when what is loaded is a state dict on its way into
-    `load_state_dict` (passed straight to it, or through a name used only
-    there, or from `load_state_dict_from_url`); otherwise it reports the call
-    without a fix.
+    `torch.hub.load_state_dict_from_url` calls that have none. When what is
+    loaded is a state dict on its way into `load_state_dict` (passed straight to
+    it, through a name used only there, or from `load_state_dict_from_url`),
+    the device in scope (a `device`/`dev` parameter, a name bound to
+    `torch.device(...)` or a `"cuda"`/`"cpu"` string in the function or the
+    module, `self.device`), else `"cpu"`. For anything else (a whole model, a
+    scripted module, a tensor) only a device the enclosing function itself
+    works with (a `device`/`dev` parameter, a local device, `self.device`);
+    without one the call is reported, not fixed.
 
     ## Why is this bad?
     A checkpoint remembers the device each tensor was saved from. Loading a
@@ -76,8 +78,10 @@ class LoadMapLocation(Rule):
     ## When it stays silent
     When `map_location` is given (as a keyword or positionally), or the call
     passes `*args`/`**kwargs` that may carry it. Reported without a fix: a
-    load with no device in scope whose result is not a state dict headed for
-    `load_state_dict` (a whole model, a scripted module, a tensor).
+    load whose result is not a state dict headed for `load_state_dict` (a whole
+    model, a scripted module, a tensor) outside a function with a device of its
+    own: `map_location` moves even CPU-saved tensors, so a module-level
+    `device` is not enough evidence of where they belong.
     """
 
     code = "FDV105"
@@ -101,10 +105,11 @@ class LoadMapLocation(Rule):
             "import torch\ndef restore(model, path, device):\n    model.load_state_dict(torch.load(path, weights_only=True, map_location=device))\n",
         ),
         Invalid(
-            "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth',\n)\n",
-            "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth', map_location=device,\n)\n",
+            "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth',\n)\nmodel.load_state_dict(state)\n",
+            "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth', map_location=device,\n)\nmodel.load_state_dict(state)\n",
         ),
         Invalid("import torch\nnet = torch.jit.load('net.pt')\n", None),
+        Invalid("import torch\ndevice = torch.device('cuda')\ndef get(path):\n    return torch.load(path, weights_only=False)\n", None),
         Invalid("import torch\nsd = torch.hub.load_state_dict_from_url(url)\n", "import torch\nsd = torch.hub.load_state_dict_from_url(url, map_location=\"cpu\")\n"),
     ]
 
@@ -119,14 +124,18 @@ class LoadMapLocation(Rule):
         if sum(a.keyword is None for a in node.args) > position:
             return
         facts = analysis.of(self)
-        device = facts.device_at(node)
-        if device is None:
-            if not (self.qualified_names(node.func) & STATE_DICT_LOADERS or _feeds_load_state_dict(facts, node)):
-                # A whole pickled model or a tensor would now start on the CPU
-                # while the code around it expects the saved device.
+        if self.qualified_names(node.func) & STATE_DICT_LOADERS or _feeds_load_state_dict(facts, node):
+            # load_state_dict copies into the model wherever it lives: any
+            # device is right, the one in scope saves a copy
+            device = facts.device_at(node) or '"cpu"'
+        else:
+            # A whole pickled model, a scripted module or a tensor lands where
+            # map_location says, even one saved from the CPU: only a device the
+            # function itself works with says where that should be.
+            device = facts.device_at(node, module_level=False)
+            if device is None:
                 self.report(node, "Loading without `map_location` fails on a machine without the saving GPU; no device in scope to load onto")
                 return
-            device = '"cpu"'  # load_state_dict copies into the model wherever it lives
         args = list(node.args)
         new_arg = cst.Arg(value=cst.parse_expression(device), keyword=cst.Name("map_location"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
         if args:

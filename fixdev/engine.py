@@ -10,6 +10,7 @@ compose (``torch.zeros(x.shape).cuda()``) and a second run changes nothing.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -183,6 +184,7 @@ class Engine:
     def fix(self, text: str, approve: Approver | None = None) -> FixOutcome:
         """Apply fixes until none is left; ``approve`` may veto each one."""
         outcome = FixOutcome(text)
+        rounds: list[list[Edit]] = []  # the edits of each round, as applied
         refused: set[tuple[str, str, tuple[Edit, ...]]] = set()
         for _ in range(MAX_ROUNDS):
             findings = self.lint(outcome.text)
@@ -202,10 +204,13 @@ class Engine:
             if not chosen:
                 outcome.remaining = findings
                 return outcome
-            new_text = apply_edits(outcome.text, [_with_newline(edit, outcome.text) for edit in taken])
+            applied_edits = [_with_newline(edit, outcome.text) for edit in taken]
+            new_text = apply_edits(outcome.text, applied_edits)
             self._check_parses(outcome.text, new_text, chosen)
             outcome.text = new_text
-            outcome.applied.extend(chosen)
+            # Applied findings are reported in the original text's terms.
+            outcome.applied.extend(_in_original(finding, rounds) for finding in chosen)
+            rounds.append(sorted(applied_edits))
         raise FixConflictError(f"fixes did not settle after {MAX_ROUNDS} rounds; nothing written")
 
     def _check_parses(self, old: str, new: str, chosen: Sequence[Finding]) -> None:
@@ -220,6 +225,37 @@ class Engine:
                         f"internal error: the {finding.code} [{finding.name}] fix gives code that does not parse ({exc}); nothing written"
                     ) from None
             raise FixConflictError("internal error: the combined fixes give code that does not parse; nothing written") from None
+
+
+def _map_back(offset: int, edits: Sequence[Edit]) -> int:
+    """An offset in the text after ``edits`` → the offset in the text before
+    them (a point inside new content maps to the edit's start)."""
+    delta = 0
+    for edit in edits:
+        new_start = edit.start + delta
+        new_end = new_start + len(edit.content)
+        if offset < new_start:
+            break
+        if offset < new_end:
+            return edit.start
+        if offset == new_end:
+            return edit.end
+        delta += len(edit.content) - (edit.end - edit.start)
+    return offset - delta
+
+
+def _in_original(finding: Finding, rounds: Sequence[Sequence[Edit]]) -> Finding:
+    def back(offset: int) -> int:
+        for edits in reversed(rounds):
+            offset = _map_back(offset, edits)
+        return offset
+
+    if not rounds:
+        return finding
+    fix = finding.fix
+    if fix is not None:
+        fix = dataclasses.replace(fix, edits=tuple(Edit(back(e.start), back(e.end), e.content) for e in fix.edits))
+    return dataclasses.replace(finding, start=back(finding.start), end=back(finding.end), fix=fix)
 
 
 def _with_newline(edit: Edit, text: str) -> Edit:

@@ -87,3 +87,11 @@ def test_lint_sorts_and_fix_reports_what_remains():
     outcome = Engine([CudaCall, LikeFactory]).fix(src)
     assert [f.code for f in outcome.applied] == ["FDV101"]
     assert [f.code for f in outcome.remaining] == ["FDV104"]
+
+
+def test_applied_findings_are_in_the_original_texts_terms():
+    src = "import torch\ny = torch.zeros(x.shape).cuda()\nz = w.cuda()\n"
+    outcome = ALL.fix(src)
+    assert [f.code for f in outcome.applied] == ["FDV101", "FDV104", "FDV104"]
+    for finding in outcome.applied:
+        assert src[finding.start : finding.end].startswith(("torch.zeros(x.shape)", "torch.zeros(x.shape).cuda()", "w.cuda()"))
