@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from fixdev.engine import Engine
 from fixdev.registry import all_rules
-from fixdev.source import SourceError, split_lines
+from fixdev.source import LineIndex, SourceError, split_lines
 
 ENGINE = Engine(all_rules())
 # Lines a rule may rewrite all contain one of these; new lines are a device
@@ -47,11 +47,22 @@ def check_fix_properties(text: str) -> None:
     assert parses(outcome.text) or not parses(text)
     assert ENGINE.fix(outcome.text).text == outcome.text, "a second run must change nothing"
     assert findings, "nothing is fixed without a finding"
+    # Every line the fix changed lies on a line an applied edit covers (edits
+    # are reported in the original text's offsets, whatever round made them).
+    index = LineIndex(text)
+    touched: set[int] = set()
+    for finding in outcome.applied:
+        for edit in finding.fix.edits:
+            first, _ = index.position(edit.start)
+            last, _ = index.position(max(edit.start, edit.end - 1))
+            touched.update(range(first - 1, last + 1))  # 0-based; an insertion may start a new line
     old, new = split_lines(text), split_lines(outcome.text)
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
         if tag in ("replace", "delete"):
+            assert set(range(i1, i2)) <= touched, (old[i1:i2], sorted(touched))
             assert all(TOUCHABLE.search(line) for line in old[i1:i2]), old[i1:i2]
         elif tag == "insert":
+            assert i1 in touched or i1 - 1 in touched, (new[j1:j2], sorted(touched))
             assert all(INSERTED.match(line) or TOUCHABLE.search(line) for line in new[j1:j2]), new[j1:j2]
 
 
