@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 PACKAGES = ("nn", "optim", "distributions", "utils")

@@ -16,7 +16,6 @@ from typing import List, Optional
 import typer
 
 from . import __version__, output, parallel
-from .config import ConfigError
 from .discovery import Missing, discover
 from .findings import Finding, apply_edits
 from .registry import SelectionError, all_rules, find_rule, matching

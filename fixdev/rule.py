@@ -101,8 +101,8 @@ class FileIndex:
             node_type = type(node)
             # Reading the dataclass fields is 2.5x faster than ``node.children``
             # and reaches the same nodes.
-            for field in _child_fields(node_type):
-                value = getattr(node, field)
+            for name in _child_fields(node_type):
+                value = getattr(node, name)
                 value_type = type(value)
                 if value_type is tuple or value_type is list:
                     for child in value:

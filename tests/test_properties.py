@@ -86,7 +86,7 @@ spaces = st.sampled_from(["", " ", "  "])
 def factory_call(draw, torch="torch"):
     name = draw(factories)
     x = draw(names)
-    shape = draw(st.sampled_from([f"{x}.shape", f"{x}.size()", f"*{x}.shape", f"{x}.size(0), 3", "3, 4", f"[1.0, 2.0]", f"{x}.shape[0]"]))
+    shape = draw(st.sampled_from([f"{x}.shape", f"{x}.size()", f"*{x}.shape", f"{x}.size(0), 3", "3, 4", "[1.0, 2.0]", f"{x}.shape[0]"]))
     extra = draw(st.sampled_from(["", ", dtype=torch.float16", f", device={x}.device", ", requires_grad=True", ", out=buf"]))
     if name == "full":
         return f"{torch}.full({shape}, 0.5{extra})" if not shape.startswith("*") else f"{torch}.full(({x}.shape), 1)"
