@@ -90,6 +90,7 @@ LIGHTNING_MODULES = frozenset(
     }
 )
 NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter", "torch.nn.UninitializedBuffer"})
+PARAMETER_TYPES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 DEVICE_NAMES = ("device", "dev")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -146,6 +147,7 @@ class FileAnalysis:
         self._parents = context.parents()
         self._envs: dict[cst.CSTNode, dict[str, Kind]] = {}
         self._attributes: dict[cst.ClassDef, dict[str, Kind]] = {}
+        self._parameters: dict[cst.ClassDef, set[str]] = {}  # filled by attributes()
         self._evidence: dict[cst.FunctionDef, set[str]] = {}
         self.module_classes = self._find_module_classes()
 
@@ -451,13 +453,16 @@ class FileAnalysis:
             # built in reading order and visible while built, like environments
             known: dict[str, Kind] = {}
             self._attributes[cls] = known
+            parameters = self._parameters[cls] = set()
             seen: dict[str, list[Kind]] = {}
             for assign in m.findall(cls.body, m.Assign()):
                 for target in assign.targets:
                     if m.matches(target.target, m.Attribute(value=m.Name("self"))):
                         value = assign.value
                         names = self.qnames(value.func) if isinstance(value, cst.Call) else set()
-                        if names & {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"}:
+                        if names & PARAMETER_TYPES:
+                            parameters.add(target.target.attr.value)
+                        if names & (PARAMETER_TYPES | {"torch.nn.Buffer"}):
                             kind = Kind.DEVICE_TENSOR
                         else:
                             kind = self.kind(value, assign)
@@ -478,10 +483,8 @@ class FileAnalysis:
             method = self.enclosing_method(at)
             if method is None:
                 return False
-            for assign in m.findall(method[0].body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self"), attr=m.Name(expr.attr.value)))])):
-                if isinstance(assign.value, cst.Call) and self.qnames(assign.value.func) & {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}:
-                    return True
-            return False
+            self.attributes(method[0])
+            return expr.attr.value in self._parameters[method[0]]
         return expr.attr.value in ("weight", "bias") and self.kind(expr.value, at) is Kind.MODULE
 
     def is_numpy_value(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
@@ -554,15 +557,8 @@ class FileAnalysis:
     # -- imports and new definitions ---------------------------------------------------
 
     def torch_alias(self) -> str | None:
-        """The name ``import torch [as t]`` binds at module level."""
-        for statement in self.module.body:
-            if m.matches(statement, m.SimpleStatementLine()):
-                for small in statement.body:
-                    if isinstance(small, cst.Import):
-                        for alias in small.names:
-                            if dotted(alias.name) == "torch":
-                                return alias.asname.name.value if alias.asname else "torch"
-        return None
+        """The name a module-level ``import torch [as t]`` binds, if any."""
+        return self._context.index().module_alias("torch")
 
     def insert_after_imports(self, rule: "Rule", lines: list[str]) -> Edit:
         """An edit adding ``lines`` as new module-level statements just after

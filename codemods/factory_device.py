@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from fixdev.rule import Invalid, Rule
 
@@ -228,12 +229,12 @@ def _uses_after(facts: "analysis.FileAnalysis", name: str, assign: cst.Assign, f
     start = facts.end(assign)
     rebinds = [
         facts.start(a)
-        for a in analysis.m.findall(func.body, analysis.m.Assign(targets=[analysis.m.AssignTarget(target=analysis.m.Name(name))]))
+        for a in m.findall(func.body, m.Assign(targets=[m.AssignTarget(target=m.Name(name))]))
         if facts.start(a) > start
     ]
     stop = min(rebinds, default=facts.end(func))
     uses = []
-    for node in analysis.m.findall(func.body, analysis.m.Name(name)):
+    for node in m.findall(func.body, m.Name(name)):
         if start < facts.start(node) < stop and not isinstance(facts.parent(node), cst.AssignTarget):
             uses.append(node)
     return uses

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from fixdev.rule import Invalid, Rule
 
@@ -19,19 +20,16 @@ def _feeds_load_state_dict(facts: "analysis.FileAnalysis", call: cst.Call) -> bo
     """The loaded object goes straight into ``X.load_state_dict(...)``: as its
     argument, or through a name used only that way."""
     parent = facts.parent(call)
-    if isinstance(parent, cst.Arg):
-        outer = facts.parent(parent)
-        return isinstance(outer, cst.Call) and analysis.last_name(outer.func) == "load_state_dict" and outer.args[0] is parent
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
         name = parent.targets[0].target.value
         scope = facts.enclosing(call, cst.FunctionDef) or facts.module
-        uses = [n for n in analysis.m.findall(scope, analysis.m.Name(name)) if n is not parent.targets[0].target]
-        return bool(uses) and all(_feeds_load_state_dict_name(facts, use) for use in uses)
-    return False
+        uses = [n for n in m.findall(scope, m.Name(name)) if n is not parent.targets[0].target]
+        return bool(uses) and all(_is_load_state_dict_argument(facts, use) for use in uses)
+    return _is_load_state_dict_argument(facts, call)
 
 
-def _feeds_load_state_dict_name(facts: "analysis.FileAnalysis", name: cst.Name) -> bool:
-    arg = facts.parent(name)
+def _is_load_state_dict_argument(facts: "analysis.FileAnalysis", value: cst.BaseExpression) -> bool:
+    arg = facts.parent(value)
     outer = facts.parent(arg) if isinstance(arg, cst.Arg) else None
     return isinstance(outer, cst.Call) and analysis.last_name(outer.func) == "load_state_dict" and outer.args[0] is arg
 

@@ -154,6 +154,12 @@ class FileIndex:
             if top_level:
                 self._top_level.add(name)
 
+    def module_alias(self, path: str) -> str | None:
+        """A name a module-level import binds to module ``path`` (``torch`` for
+        ``import torch``, ``t`` for ``import torch as t``)."""
+        names = sorted(name for name in self._top_level if path in self._targets[name])
+        return path if path in names else (names[0] if names else None)
+
     def resolve(self, name: str, attributes: list[str]) -> set[str] | None:
         """The qualified names of ``name.attr...`` when the imports alone decide
         them; None when only a scope analysis can."""
