@@ -539,11 +539,17 @@ class FileAnalysis:
         return None
 
     def _bound_once(self, body: cst.CSTNode, name: str) -> bool:
+        """``name`` is bound by exactly one statement of this scope (a loop,
+        augmented or annotated assignment counts as binding too)."""
         count = 0
         for node in _own_statements(body):
-            if name in _bound_names(node) or (
-                isinstance(node, (cst.Assign,)) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
-            ):
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For)):
+                targets = [node.target]
+            else:
+                targets = []
+            if name in _bound_names(node) or any(n.value == name for t in targets for n in m.findall(t, m.Name())):
                 count += 1
         return count == 1
 

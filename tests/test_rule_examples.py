@@ -36,3 +36,12 @@ def test_invalid_example_is_flagged_and_fixed(rule, case):
     else:
         assert outcome.text == case.fixed
         assert engine.fix(outcome.text).text == outcome.text, "a second run must change nothing"
+
+
+def test_a_device_name_rebound_by_a_loop_is_not_reused():
+    from codemods.cuda_call import CudaCall
+    from fixdev.engine import Engine
+
+    src = "import torch\ndevice = torch.device('cuda')\nfor device in devices:\n    pass\nx = y.cuda()\n"
+    fixed = Engine([CudaCall]).fix(src).text
+    assert "x = y.to(torch_device)" in fixed
