@@ -23,7 +23,7 @@ FOLDER = ".fixdev_cache"
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     digest = hashlib.sha256(__version__.encode())
-    import codemods
+    from . import codemods
 
     for package in (Path(__file__).parent, Path(codemods.__file__).parent):
         for path in sorted(package.glob("*.py")):

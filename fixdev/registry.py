@@ -1,4 +1,4 @@
-"""Finds the rules (every ``Rule`` subclass in the ``codemods`` package) and
+"""Finds the rules (every ``Rule`` subclass in ``fixdev.codemods``, the repository's ``codemods/``) and
 turns ``--select`` / ``--ignore`` words into a set of rules."""
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ class SelectionError(ValueError):
 @lru_cache(maxsize=1)
 def all_rules() -> tuple[type[Rule], ...]:
     # Imported here: a run served from the cache never loads libcst.
-    import codemods
-
+    from . import codemods
     from .rule import Rule
 
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(codemods.__path__):
-        module = importlib.import_module(f"codemods.{info.name}")
+        module = importlib.import_module(f"{codemods.__name__}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__ and hasattr(value, "code"):
                 found[value.code] = value

@@ -1,7 +1,7 @@
 import pytest
 
-from codemods.cuda_call import CudaCall
-from codemods.like_factory import LikeFactory
+from fixdev.codemods.cuda_call import CudaCall
+from fixdev.codemods.like_factory import LikeFactory
 from fixdev.engine import Engine, FixConflictError
 from fixdev.findings import apply_edits
 from fixdev.registry import all_rules

@@ -39,7 +39,7 @@ def test_invalid_example_is_flagged_and_fixed(rule, case):
 
 
 def test_a_device_name_rebound_by_a_loop_is_not_reused():
-    from codemods.cuda_call import CudaCall
+    from fixdev.codemods.cuda_call import CudaCall
     from fixdev.engine import Engine
 
     src = "import torch\ndevice = torch.device('cuda')\nfor device in devices:\n    pass\nx = y.cuda()\n"
