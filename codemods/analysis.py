@@ -10,13 +10,14 @@ whenever the code does not show otherwise, and rules treat it as "do not fix".
 from __future__ import annotations
 
 import enum
-import re
 from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
 import libcst.matchers as m
 
 from fixdev.rule import CharSpanProvider, Edit, dotted
+
+from . import placement
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext
@@ -92,8 +93,6 @@ LIGHTNING_MODULES = frozenset(
 NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter", "torch.nn.UninitializedBuffer"})
 PARAMETER_TYPES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
-DEVICE_NAMES = ("device", "dev")
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def of(rule: "Rule") -> "FileAnalysis":
@@ -420,7 +419,7 @@ class FileAnalysis:
                 for element in target.elements:
                     bind(element.value, Kind.UNKNOWN if not kind.is_tensor else Kind.TENSOR)
 
-        for node in _own_statements(body):
+        for node in placement.own_statements(body):
             if isinstance(node, cst.Assign):
                 kind = self.kind(node.value, node)
                 for target in node.targets:
@@ -438,7 +437,7 @@ class FileAnalysis:
                 else:
                     bind(node.target, Kind.UNKNOWN)
             else:
-                for name in _bound_names(node):
+                for name in placement.bound_names(node):
                     bind(cst.Name(name), Kind.UNKNOWN)
         if isinstance(owner, cst.FunctionDef):
             # a parameter that is also reassigned keeps only what both agree on
@@ -503,57 +502,11 @@ class FileAnalysis:
         return False
 
     def device_at(self, node: cst.CSTNode, module_level: bool = True) -> str | None:
-        """Source text of a device already defined where ``node`` runs: a
-        ``device``/``dev`` parameter, a name bound to a device earlier in the
-        function (or, with ``module_level``, the module), or ``self.device``
-        set in ``__init__``."""
-        func = self.enclosing(node, cst.FunctionDef)
-        position = self.start(node)
-        while func is not None:
-            for name in self.parameter_names(func):
-                if name in DEVICE_NAMES:
-                    return name
-            found = self._device_binding(func.body, position)
-            if found:
-                return found
-            method = self.enclosing_method(func.body)
-            if method is not None:
-                cls, _ = method
-                if self.is_lightning(cls) or self._sets_self_device(cls):
-                    return "self.device"
-            func = self.enclosing(func, cst.FunctionDef)
-        if not module_level:
-            return None
-        in_function = self.enclosing(node, cst.FunctionDef) is not None
-        return self._device_binding(self.module, None if in_function else position)
+        """Source text of a device already bound wherever ``node`` runs (see
+        ``placement.existing_device``)."""
+        return placement.existing_device(self, node, module_level)
 
-    def _device_binding(self, body: cst.CSTNode, before: int | None) -> str | None:
-        for node in _own_statements(body):
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
-                if before is not None and self.start(node) >= before:
-                    continue
-                if self.is_device_value(node.value):
-                    name = node.targets[0].target.value
-                    if self._bound_once(body, name):
-                        return name
-        return None
-
-    def _bound_once(self, body: cst.CSTNode, name: str) -> bool:
-        """``name`` is bound by exactly one statement of this scope (a loop,
-        augmented or annotated assignment counts as binding too)."""
-        count = 0
-        for node in _own_statements(body):
-            if isinstance(node, cst.Assign):
-                targets = [t.target for t in node.targets]
-            elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For)):
-                targets = [node.target]
-            else:
-                targets = []
-            if name in _bound_names(node) or any(n.value == name for t in targets for n in m.findall(t, m.Name())):
-                count += 1
-        return count == 1
-
-    def _sets_self_device(self, cls: cst.ClassDef) -> bool:
+    def sets_self_device(self, cls: cst.ClassDef) -> bool:
         for assign in m.findall(cls.body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self"), attr=m.Name("device")))])):
             func = self.enclosing(assign, cst.FunctionDef)
             if func is not None and func.name.value == "__init__" and self.is_device_value(assign.value):
@@ -562,101 +515,59 @@ class FileAnalysis:
 
     # -- imports and new definitions ---------------------------------------------------
 
-    def torch_alias(self) -> str | None:
-        """The name a module-level ``import torch [as t]`` binds, if any."""
-        return self._context.index().module_alias("torch")
+    @property
+    def shared(self) -> dict:
+        """Per-file memo for facts computed on demand (see ``placement``)."""
+        return self._context.shared
 
-    def insert_after_imports(self, rule: "Rule", lines: list[str]) -> Edit:
-        """An edit adding ``lines`` as new module-level statements just after
-        the leading docstring, ``__future__`` and import statements (before the
-        first statement when there are none, so a shebang and header comments
-        stay first)."""
-        text, newline = rule.context.text, self.module.default_newline
-        last = None
-        for i, statement in enumerate(self.module.body):
-            if isinstance(statement, cst.SimpleStatementLine):
-                first = statement.body[0]
-                is_docstring = i == 0 and isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString))
-                if is_docstring or all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body):
-                    last = statement
-                    continue
-            break
-        content = "".join(line + newline for line in lines)
-        if last is None:
-            offset = self.start(self.module.body[0]) if self.module.body else len(text)
-            return rule.insert(offset, content)
-        offset = self.end(last)
-        match = _LINE_BREAK.search(text, offset)
-        if match is None:  # the import is the file's last line, without a line break
-            return rule.insert(len(text), newline + "".join(line + newline for line in lines).rstrip("\r\n"))
-        return rule.insert(match.end(), content)
+    def index_order(self) -> list[cst.CSTNode]:
+        return self._context.index().order
 
-    def names_in_use(self) -> set[str]:
+    def identifiers(self) -> set[str]:
+        """Every name the file uses as a variable, anywhere."""
         return self._context.index().names
 
-    def torch_function(self, name: str, rule: "Rule") -> tuple[str, list[Edit]]:
-        """How to spell ``torch.<name>`` here, with the import edits that needs."""
-        alias = self.torch_alias()
-        if alias is not None:
-            return f"{alias}.{name}", []
-        for statement in self.module.body:
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, cst.ImportFrom) and dotted(small.module) == "torch" and not isinstance(small.names, cst.ImportStar):
-                        if any(a.name.value == name and a.asname is None for a in small.names):
+    def functions(self) -> list[cst.FunctionDef]:
+        if "functions" not in self.shared:
+            self.shared["functions"] = [n for n in self.index_order() if isinstance(n, cst.FunctionDef)]
+        return self.shared["functions"]
+
+    def torch_function(self, name: str, rule: "Rule", node: cst.Call) -> tuple[str, list[Edit]] | None:
+        """How to spell ``torch.<name>`` where ``node`` (a call of a function
+        imported ``from torch``) stands, with the import edits that needs: the
+        module's ``import torch`` when it reaches ``node``; else the twin joins
+        the ``from torch import`` that binds the called name, so it is in
+        reach wherever that name is. None when neither is sure."""
+        torch = placement.unconditional_torch(self)
+        func = self.enclosing(node, cst.FunctionDef)
+        if torch is not None and placement.bound_when_run(self, torch.statement, node) and (func is None or not placement.binds(func, torch.alias)):
+            return f"{torch.alias}.{name}", []
+        called = node.func.value if isinstance(node.func, cst.Name) else None
+        scope = self.enclosing(node, cst.FunctionDef)
+        while called is not None:
+            for statement in placement.own_statements(scope.body if scope is not None else self.module):
+                if isinstance(statement, cst.ImportFrom) and dotted(statement.module) == "torch" and not statement.relative and not isinstance(statement.names, cst.ImportStar):
+                    aliases = [a for a in statement.names if isinstance(a.name, cst.Name) and a.asname is None]
+                    if any(a.name.value == called for a in aliases):
+                        if any(a.name.value == name for a in aliases):
                             return name, []
-                        names = list(small.names)
+                        names = list(statement.names)
                         names[-1] = names[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-                        new = small.with_changes(names=[*names, cst.ImportAlias(cst.Name(name))])
-                        return name, [rule.replace(small, new)]
-        return f"torch.{name}", [self.insert_after_imports(rule, ["import torch"])]
+                        return name, [rule.replace(statement, statement.with_changes(names=[*names, cst.ImportAlias(cst.Name(name))]))]
+            if scope is None:
+                break
+            scope = self.enclosing(scope, cst.FunctionDef)
+        return None
 
 
-def _own_statements(body: cst.CSTNode) -> Iterable[cst.CSTNode]:
-    """Assignments and loops that bind names in ``body``'s own scope: nested
-    functions, classes, lambdas and comprehensions are not entered."""
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        for child in reversed(node.children):
-            if isinstance(child, (cst.FunctionDef, cst.ClassDef)):
-                yield child
-                continue
-            if isinstance(child, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
-                continue
-            if isinstance(child, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.Import, cst.ImportFrom, cst.With, cst.NamedExpr, cst.ExceptHandler)):
-                yield child
-            stack.append(child)
-
-
-def _bound_names(node: cst.CSTNode) -> set[str]:
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-        return {node.name.value}
-    if isinstance(node, cst.Import):
-        return {(a.asname.name.value if a.asname else dotted(a.name).split(".")[0]) for a in node.names}
-    if isinstance(node, cst.ImportFrom):
-        if isinstance(node.names, cst.ImportStar):
-            return set()
-        return {(a.asname.name.value if a.asname else a.name.value) for a in node.names if isinstance(a.name, cst.Name)}
-    names: set[str] = set()
-    if isinstance(node, cst.With):
-        for item in node.items:
-            if item.asname is not None:
-                names |= {n.value for n in m.findall(item.asname.name, m.Name())}
-    elif isinstance(node, cst.NamedExpr):
-        names |= {n.value for n in m.findall(node.target, m.Name())}
-    elif isinstance(node, cst.ExceptHandler) and node.name is not None:
-        names |= {n.value for n in m.findall(node.name.name, m.Name())}
-    return names
-
-
-def device_expression(rule: "Rule", node: cst.CSTNode) -> tuple[str, list[Edit]]:
-    """The device to move things to at ``node``, and the edits that define it.
+def device_expression(rule: "Rule", node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
+    """The device to move things to at ``node``, and the edits that define it;
+    None when no definition can be placed safely (report without a fix).
 
     In a module's method, the device of its first tensor parameter; else a
-    device already defined in scope; else a new module-level
+    device already bound wherever ``node`` runs; else a new
     ``device = torch.device("cuda" if torch.cuda.is_available() else "cpu")``
-    after the imports (named so it clashes with nothing in the file).
+    where it is sure to run first (see ``placement.define_device``).
     """
     facts = of(rule)
     method = facts.enclosing_method(node)
@@ -667,12 +578,39 @@ def device_expression(rule: "Rule", node: cst.CSTNode) -> tuple[str, list[Edit]]
     existing = facts.device_at(node)
     if existing is not None:
         return existing, []
-    name = next(n for n in ("device", "torch_device", "default_device", "fixdev_device") if n not in facts.names_in_use())
-    torch = facts.torch_alias()
-    lines = [] if torch else ["import torch"]
-    torch = torch or "torch"
-    lines.append(f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")')
-    return name, [facts.insert_after_imports(rule, lines)]
+    return placement.define_device(rule, facts, node)
+
+
+def with_keyword_argument(call: cst.Call, keyword: str, value: str) -> cst.Call:
+    """``call`` with ``keyword=value`` added last, in the call's own layout:
+    on a line of its own when the arguments stand one a line, the trailing
+    comma kept where there was one, comments left on the lines they were on."""
+    args = list(call.args)
+    new = cst.Arg(value=cst.parse_expression(value), keyword=cst.Name(keyword), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    before_last = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else call.whitespace_before_args
+    trailing_comma = isinstance(last.comma, cst.Comma)
+    closing = last.comma.whitespace_after if trailing_comma else last.whitespace_after_arg  # up to ")"
+    if isinstance(before_last, cst.ParenthesizedWhitespace):
+        # one argument a line: the new one gets a line, indented like the last
+        after_last: cst.BaseParenthesizableWhitespace = cst.ParenthesizedWhitespace(
+            first_line=closing.first_line if isinstance(closing, cst.ParenthesizedWhitespace) else cst.TrailingWhitespace(),
+            indent=True,
+            last_line=before_last.last_line,
+        )
+        if isinstance(closing, cst.ParenthesizedWhitespace):
+            closing = closing.with_changes(first_line=cst.TrailingWhitespace())
+    else:
+        after_last = cst.SimpleWhitespace(" ")
+    if trailing_comma:
+        args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=after_last))
+        new = new.with_changes(comma=cst.Comma(whitespace_before=last.comma.whitespace_before, whitespace_after=closing))
+    else:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=after_last), whitespace_after_arg=cst.SimpleWhitespace(""))
+        new = new.with_changes(whitespace_after_arg=closing)
+    return call.with_changes(args=[*args, new])
 
 
 def call_text(rule: "Rule", method: str, args: list[str], kept: Iterable[cst.Arg]) -> str:

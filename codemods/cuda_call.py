@@ -120,7 +120,11 @@ class CudaCall(Rule):
         if positional or not keywords <= KEPT_KEYWORDS:
             self.report(node, "`.cuda()` with an explicit device: move with `.to(...)` to the device you mean")
             return
-        device, edits = analysis.device_expression(self, node)
+        chosen = analysis.device_expression(self, node)
+        if chosen is None:
+            self.report(node, "`.cuda()` ties the code to CUDA; no place to define a device that is sure to run before this line")
+            return
+        device, edits = chosen
         start, end = self.span(node.func.attr)[0], self.span(node)[1]
         edits.append(Edit(start, end, analysis.call_text(self, "to", [device], node.args)))
         receiver = node.func.value

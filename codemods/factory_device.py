@@ -114,17 +114,8 @@ class FactoryDevice(Rule):
         if tensor is None:
             self.report(node, "Tensor made on the CPU meets a tensor on the model's device, and no tensor is at hand for `device=`")
             return
-        args = list(node.args)
-        last = args[-1] if args else None
-        device_arg = cst.Arg(
-            value=cst.parse_expression(f"{tensor}.device"),
-            keyword=cst.Name("device"),
-            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-            comma=last.comma if last is not None and isinstance(last.comma, cst.Comma) else cst.MaybeSentinel.DEFAULT,
-        )
-        if last is not None:
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        self.report(node, fix=[self.replace(node, node.with_changes(args=[*args, device_arg]))], fix_message=f"Add `device={tensor}.device`")
+        new_call = analysis.with_keyword_argument(node, "device", f"{tensor}.device")
+        self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={tensor}.device`")
 
     def _device_source(self, facts: "analysis.FileAnalysis", met: cst.BaseExpression | None, func: cst.FunctionDef) -> str | None:
         """The tensor whose ``.device`` to use: the one met, when it is sure to

@@ -114,7 +114,11 @@ class LikeFactory(Rule):
         if isinstance(node.func, cst.Attribute):
             new_func, import_edits = node.func.with_changes(attr=cst.Name(twin)), []
         else:  # ``from torch import ones``: spell the twin the way this file can
-            spelling, import_edits = analysis.of(self).torch_function(twin, self)
+            spelled = analysis.of(self).torch_function(twin, self, node)
+            if spelled is None:
+                self.report(node)
+                return
+            spelling, import_edits = spelled
             new_func = cst.parse_expression(spelling)
         new_args = [cst.Arg(owner), *before, *after]
         new_call = node.with_changes(func=new_func, args=_comma_separated(new_args))

@@ -10,10 +10,11 @@ from fixdev.rule import Invalid, Rule
 from . import analysis
 
 # loader → index of map_location among its positional parameters
-LOADERS = {"torch.load": 1, "torch.jit.load": 1, "torch.hub.load_state_dict_from_url": 2}
-
-
-STATE_DICT_LOADERS = {"torch.hub.load_state_dict_from_url"}
+LOADERS = {"torch.load": 1, "torch.jit.load": 1, "torch.hub.load_state_dict_from_url": 2, "torch.utils.model_zoo.load_url": 2}
+# These return state dicts: any device is right for load_state_dict.
+# (torch.utils.model_zoo.load_url is torch.hub.load_state_dict_from_url.)
+STATE_DICT_LOADERS = {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
+SHORT_NAMES = {name.rsplit(".", 1)[-1] for name in LOADERS}
 
 
 def _feeds_load_state_dict(facts: "analysis.FileAnalysis", call: cst.Call) -> bool:
@@ -37,10 +38,12 @@ def _is_load_state_dict_argument(facts: "analysis.FileAnalysis", value: cst.Base
 class LoadMapLocation(Rule):
     """
     ## What it does
-    Adds `map_location=` to `torch.load`, `torch.jit.load` and
-    `torch.hub.load_state_dict_from_url` calls that have none. When what is
+    Adds `map_location=` to `torch.load`, `torch.jit.load`,
+    `torch.hub.load_state_dict_from_url` and `torch.utils.model_zoo.load_url`
+    calls that have none. When what is
     loaded is a state dict on its way into `load_state_dict` (passed straight to
-    it, through a name used only there, or from `load_state_dict_from_url`),
+    it, through a name used only there, or from `load_state_dict_from_url` /
+    `model_zoo.load_url`),
     the device in scope (a `device`/`dev` parameter, a name bound to
     `torch.device(...)` or a `"cuda"`/`"cpu"` string in the function or the
     module, `self.device`), else `"cpu"`. For anything else (a whole model, a
@@ -85,7 +88,7 @@ class LoadMapLocation(Rule):
     code = "FDV105"
     name = "load-map-location"
     message = "Loading without `map_location` fails on a machine without the GPU the file was saved from"
-    trigger = r"\bload(?:_state_dict_from_url)?\s*\("
+    trigger = r"\bload(?:_state_dict_from_url|_url)?\s*\("
 
     VALID = [
         "import torch\nstate = torch.load('m.pth', map_location='cpu')\n",
@@ -104,15 +107,19 @@ class LoadMapLocation(Rule):
         ),
         Invalid(
             "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth',\n)\nmodel.load_state_dict(state)\n",
-            "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth', map_location=device,\n)\nmodel.load_state_dict(state)\n",
+            "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth',\n    map_location=device,\n)\nmodel.load_state_dict(state)\n",
         ),
         Invalid("import torch\nnet = torch.jit.load('net.pt')\n", None),
         Invalid("import torch\ndevice = torch.device('cuda')\ndef get(path):\n    return torch.load(path, weights_only=False)\n", None),
         Invalid("import torch\nsd = torch.hub.load_state_dict_from_url(url)\n", "import torch\nsd = torch.hub.load_state_dict_from_url(url, map_location=\"cpu\")\n"),
+        Invalid(
+            "import torch.utils.model_zoo as model_zoo\nnet.load_state_dict(model_zoo.load_url(urls['r18']))\n",
+            "import torch.utils.model_zoo as model_zoo\nnet.load_state_dict(model_zoo.load_url(urls['r18'], map_location=\"cpu\"))\n",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if analysis.last_name(node.func) not in ("load", "load_state_dict_from_url"):
+        if analysis.last_name(node.func) not in SHORT_NAMES:
             return
         position = next((LOADERS[q] for q in self.qualified_names(node.func) if q in LOADERS), None)
         if position is None:
@@ -134,13 +141,5 @@ class LoadMapLocation(Rule):
             if device is None:
                 self.report(node, "Loading without `map_location` fails on a machine without the saving GPU; no device in scope to load onto")
                 return
-        args = list(node.args)
-        new_arg = cst.Arg(value=cst.parse_expression(device), keyword=cst.Name("map_location"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
-        if args:
-            last = args[-1]
-            if isinstance(last.comma, cst.Comma):  # a trailing comma stays trailing
-                new_arg = new_arg.with_changes(comma=last.comma)
-                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            else:
-                args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        self.report(node, fix=[self.replace(node, node.with_changes(args=[*args, new_arg]))], fix_message=f"Add `map_location={device}`")
+        new_call = analysis.with_keyword_argument(node, "map_location", device)
+        self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `map_location={device}`")

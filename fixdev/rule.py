@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import libcst as cst
 from libcst import BatchableCSTVisitor
 from libcst._nodes.internal import CodegenState  # public codegen needs no indentation; ours does
-from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvider
+from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvider, QualifiedNameSource
 from libcst.metadata.span_provider import SpanProvidingCodegenState
 
 from .findings import Edit, Finding, Fix  # noqa: F401 - rules build these
@@ -85,11 +85,14 @@ class FileIndex:
         self.imported: set[str] = set()
         self.rebound: set[str] = set()
         self.star_import = False
+        self._module = module
+        self._first_binding: dict[str, int] | None = None  # built only for files with a star import
+        self._star_statements: list[int] = []  # indices of module statements holding `from X import *`
         self._targets: dict[str, set[str]] = {}
         self._top_level: set[str] = set()
         self.order: list[cst.CSTNode] = []  # every node, parents before children
         self.classes: list[cst.ClassDef] = []
-        self.names: set[str] = set()  # every identifier used as a Name
+        self.names: set[str] = set()  # every name used as a variable (not x.attr, not keyword=)
         parents = self.parents
         stack: list[cst.CSTNode] = [module]
         order = self.order
@@ -116,7 +119,10 @@ class FileIndex:
             if kind is None:
                 continue
             if kind == "name":
-                self.names.add(node.value)
+                # ``x.device`` and ``f(device=...)`` do not use ``device`` as a variable
+                parent = parents.get(node)
+                if not ((type(parent) is cst.Attribute and parent.attr is node) or (type(parent) is cst.Arg and parent.keyword is node)):
+                    self.names.add(node.value)
             elif kind == "class":
                 self.classes.append(node)
                 self.rebound.add(node.name.value)
@@ -160,12 +166,22 @@ class FileIndex:
         names = sorted(name for name in self._top_level if path in self._targets[name])
         return path if path in names else (names[0] if names else None)
 
+    def _may_come_from_star_import(self, name: str) -> bool:
+        """A name the file never binds may come from ``from X import *``; so may
+        one the file binds, when a star import comes at or after the first
+        module statement that binds it (the star import may rebind it). A name
+        bound before every star import is the file's own."""
+        if self._first_binding is None:
+            self._first_binding, self._star_statements = _first_bindings(self._module)
+        first = self._first_binding.get(name)
+        return first is None or any(index >= first for index in self._star_statements)
+
     def resolve(self, name: str, attributes: list[str]) -> set[str] | None:
         """The qualified names of ``name.attr...`` when the imports alone decide
         them; None when only a scope analysis can."""
-        if self.star_import:
-            return None
         if name not in self.imported:
+            if self.star_import and self._may_come_from_star_import(name):
+                return {STAR_IMPORTED}
             return set()
         targets = self._targets[name]
         if name in self.rebound or len(targets) != 1 or name not in self._top_level:
@@ -193,6 +209,48 @@ def _names_in(node: cst.CSTNode) -> list[cst.Name]:
         elif isinstance(current, cst.Attribute):
             pass  # obj.attr = ... binds no name
     return found
+
+
+# What a name that may come from ``from X import *`` resolves to: no rule's
+# qualified name, but not empty either, so "is this an imported thing?" says yes.
+STAR_IMPORTED = "<star import>"
+
+
+def _first_bindings(module: cst.Module) -> tuple[dict[str, int], list[int]]:
+    """For each name the file binds anywhere, the index of the first module
+    statement that binds it; and the indices of statements with a star import."""
+    first: dict[str, int] = {}
+    stars: list[int] = []
+    for position, statement in enumerate(module.body):
+        stack: list[cst.CSTNode] = [statement]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
+                stars.append(position)
+            for name in _bound_by(node):
+                first.setdefault(name, position)
+            stack.extend(node.children)
+    return first, stars
+
+
+def _bound_by(node: cst.CSTNode) -> list[str]:
+    """Names one node binds (the same node types ``FileIndex`` reads)."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return [node.name.value]
+    if isinstance(node, cst.Param):
+        return [node.name.value]
+    if isinstance(node, cst.ImportAlias):
+        if node.asname is not None:
+            return [n.value for n in _names_in(node.asname.name)]
+        return [(dotted(node.name) or "").split(".")[0]]
+    target = None
+    if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+        target = node.target
+    elif isinstance(node, (cst.WithItem, cst.ExceptHandler)) and node.asname is not None:
+        target = node.asname.name
+    elif isinstance(node, (cst.Global, cst.Nonlocal)):
+        return [item.name.value for item in node.names]
+    return [n.value for n in _names_in(target)] if target is not None else []
 
 
 @dataclass(frozen=True)
@@ -249,7 +307,9 @@ class RuleContext:
         found = self.metadata(QualifiedNameProvider).get(node, ())
         if callable(found):  # libcst computes qualified names lazily
             found = found()
-        return {q.name for q in found}
+        # Only what imports reach: libcst also names local bindings
+        # (``f.<locals>.h``), which the fast path above calls "no import".
+        return {q.name for q in found if q.source is not QualifiedNameSource.LOCAL}
 
     def index(self) -> "FileIndex":
         if "index" not in self.shared:

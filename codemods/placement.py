@@ -1,0 +1,455 @@
+"""Where a name is sure to be bound, and where a new definition can go.
+
+A fix that writes ``x.to(device)`` is only right if ``device`` is bound every
+time that line runs. Three questions decide it, each answered here once for
+every rule:
+
+- does an existing binding *dominate* the line (it runs first on every path:
+  an earlier statement of the same block or of an enclosing one, never one in
+  a branch or a ``try`` body the line is outside of)?
+- for a line inside a function, is a module-level binding made before any
+  code runs that could call the function (only imports, definitions and code
+  that mentions none of the file's functions or classes come before it)?
+- where may a new definition go: after the import that binds the ``torch``
+  name it uses and before the first line that needs it, at the top level; or,
+  where ``torch`` is optional or imported locally, inside the function.
+
+When no answer is sure, the rule reports the site without a fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+import libcst as cst
+
+from fixdev.rule import Edit, dotted
+
+if TYPE_CHECKING:
+    from fixdev.rule import Rule
+
+    from .analysis import FileAnalysis
+
+DEVICE_NAMES = ("device", "dev")
+NEW_DEVICE_NAMES = ("device", "torch_device", "default_device", "fixdev_device")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_FUNCTIONS = (cst.FunctionDef, cst.Lambda)
+_BLOCK_STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
+def _statement(facts: "FileAnalysis", node: cst.CSTNode) -> cst.CSTNode | None:
+    """The block-level statement (a line or a compound statement) holding
+    ``node``; None for one in a one-line body (``if c: x = 1``), which runs
+    only under its header's condition."""
+    while node is not None and not isinstance(node, _BLOCK_STATEMENT):
+        if isinstance(node, cst.SimpleStatementSuite):
+            return None
+        node = facts.parent(node)
+    return node
+
+
+def _position_in_block(facts: "FileAnalysis", statement: cst.CSTNode) -> tuple[cst.CSTNode, int] | None:
+    block = facts.parent(statement)
+    if isinstance(block, (cst.Module, cst.IndentedBlock)):
+        return block, block.body.index(statement)
+    return None
+
+
+def dominates(facts: "FileAnalysis", binding: cst.CSTNode, use: cst.CSTNode) -> bool:
+    """The statement holding ``binding`` has run whenever ``use`` runs: it
+    comes earlier in a block that contains ``use`` (a function defined after
+    it can only be called after it, so function boundaries may be crossed)."""
+    statement = _statement(facts, binding)
+    place = _position_in_block(facts, statement) if statement is not None else None
+    if place is None:
+        return False
+    block, index = place
+    current = use
+    while current is not None:
+        parent = facts.parent(current)
+        if parent is block:
+            return block.body.index(current) > index
+        current = parent
+    return False
+
+
+def top_level_index(facts: "FileAnalysis", node: cst.CSTNode) -> int:
+    """Index in the module body of the top-level statement holding ``node``."""
+    current = node
+    while True:
+        parent = facts.parent(current)
+        if parent is None or isinstance(parent, cst.Module):
+            return facts.module.body.index(current)
+        current = parent
+
+
+def in_function(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
+    return facts.enclosing(node, _FUNCTIONS) is not None
+
+
+# -- code that could call into this file ---------------------------------------
+
+
+def first_call_into_file(facts: "FileAnalysis") -> int:
+    """Index of the first top-level statement that may run a function or class
+    of this file (it names one outside a function body); the module's length
+    when none does. Until then only imports and foreign code have run, so no
+    function of the file has been called."""
+    cache = facts.shared
+    if "first_call_into_file" not in cache:
+        local = _local_callables(facts.module)
+        body = facts.module.body
+        cache["first_call_into_file"] = next((i for i, s in enumerate(body) if _mentions(s, local)), len(body))
+    return cache["first_call_into_file"]
+
+
+def _local_callables(module: cst.Module) -> set[str]:
+    """Names of functions and classes defined outside any function."""
+    names: set[str] = set()
+    stack: list[cst.CSTNode] = list(module.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            names.add(node.name.value)
+            if isinstance(node, cst.FunctionDef):
+                continue
+        stack.extend(node.children)
+    return names
+
+
+def _mentions(statement: cst.CSTNode, names: set[str]) -> bool:
+    """``statement`` reads one of ``names`` in code that runs when the
+    statement runs: function and lambda bodies run later, so they are skipped,
+    and so are a class's bases (making a class calls none of their methods)."""
+    stack: list[cst.CSTNode] = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.FunctionDef):
+            stack.extend(node.decorators)
+            stack.append(node.params)
+            continue
+        if isinstance(node, cst.Lambda):
+            stack.append(node.params)
+            continue
+        if isinstance(node, cst.ClassDef):
+            stack.extend(node.decorators)
+            stack.append(node.body)
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)  # .attr is not a name
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)  # keyword= is not a name
+            continue
+        if isinstance(node, cst.Param):
+            stack.extend(n for n in (node.annotation, node.default) if n is not None)
+            continue
+        if isinstance(node, cst.Name) and node.value in names:
+            return True
+        stack.extend(node.children)
+    return False
+
+
+# -- bindings -------------------------------------------------------------------
+
+
+def own_statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes that bind names in ``body``'s own scope: nested functions and
+    classes (their names only), assignments, loops, imports, ``with``,
+    walrus, ``except ... as``, ``global``/``nonlocal``."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        for child in reversed(node.children):
+            if isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+                yield child
+                continue
+            if isinstance(child, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+                continue
+            if isinstance(child, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.Import, cst.ImportFrom, cst.With, cst.NamedExpr, cst.ExceptHandler, cst.Global, cst.Nonlocal)):
+                yield child
+            stack.append(child)
+
+
+def bound_names(node: cst.CSTNode) -> set[str]:
+    """Names one statement from ``own_statements`` binds in its scope."""
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return {node.name.value}
+    if isinstance(node, cst.Import):
+        return {(a.asname.name.value if a.asname else (dotted(a.name) or "").split(".")[0]) for a in node.names}
+    if isinstance(node, cst.ImportFrom):
+        if isinstance(node.names, cst.ImportStar):
+            return set()
+        return {(a.asname.name.value if a.asname else a.name.value) for a in node.names if isinstance(a.name, cst.Name)}
+    if isinstance(node, (cst.Global, cst.Nonlocal)):
+        return {item.name.value for item in node.names}
+    if isinstance(node, cst.Assign):
+        targets: list[cst.CSTNode] = [t.target for t in node.targets]
+    elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr)):
+        targets = [node.target]
+    elif isinstance(node, cst.With):
+        targets = [item.asname.name for item in node.items if item.asname is not None]
+    elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+        targets = [node.name.name]
+    else:
+        return set()
+    return {name for target in targets for name in _target_names(target)}
+
+
+def _target_names(target: cst.CSTNode) -> Iterator[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_names(target.value)
+
+
+def parameter_names(func: cst.FunctionDef) -> list[str]:
+    params = func.params
+    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    names += [p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return names
+
+
+def _bindings_of(scope: cst.CSTNode, name: str) -> list[cst.CSTNode]:
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    return [node for node in own_statements(body) if name in bound_names(node)]
+
+
+def binds(scope: cst.CSTNode, name: str) -> bool:
+    """``name`` is a local of ``scope`` (a parameter or bound in its body)."""
+    if isinstance(scope, cst.FunctionDef) and name in parameter_names(scope):
+        return True
+    return bool(_bindings_of(scope, name))
+
+
+def _declared_global_anywhere(facts: "FileAnalysis", name: str) -> bool:
+    cache = facts.shared.setdefault("global_declarations", None)
+    if cache is None:
+        cache = facts.shared["global_declarations"] = {
+            item.name.value for node in facts.index_order() if isinstance(node, cst.Global) for item in node.names
+        }
+    return name in cache
+
+
+def _sole_device_binding(facts: "FileAnalysis", scope: cst.CSTNode, use: cst.CSTNode, module_scope: bool) -> str | None:
+    """A name bound in ``scope`` by exactly one statement, ``NAME = <device>``,
+    that is sure to have run when ``use`` runs."""
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    for node in own_statements(body):
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+            continue
+        name = node.targets[0].target.value
+        if not facts.is_device_value(node.value) or len(_bindings_of(scope, name)) != 1:
+            continue
+        if module_scope and _declared_global_anywhere(facts, name):
+            continue  # a function may rebind it
+        if bound_when_run(facts, node, use):
+            return name
+    return None
+
+
+def bound_when_run(facts: "FileAnalysis", binding: cst.CSTNode, use: cst.CSTNode) -> bool:
+    """The statement holding ``binding`` has run whenever ``use`` runs: it
+    dominates ``use``, or it is an unconditional top-level statement, ``use``
+    is in a function, and nothing before the binding could call that function."""
+    if dominates(facts, binding, use):
+        return True
+    statement = _statement(facts, binding)
+    if statement is None or facts.parent(statement) is not facts.module or not in_function(facts, use):
+        return False
+    return facts.module.body.index(statement) <= first_call_into_file(facts)
+
+
+def existing_device(facts: "FileAnalysis", node: cst.CSTNode, module_level: bool = True) -> str | None:
+    """Source text of a device already bound wherever ``node`` runs: a
+    ``device``/``dev`` parameter, a name bound once to a device that is sure to
+    be bound (see ``dominates``) and not shadowed on the way, ``self.device``
+    set in a module's ``__init__``; with ``module_level``, also a module-level
+    one (see ``first_call_into_file``)."""
+    scopes: list[cst.FunctionDef] = []
+    func = facts.enclosing(node, cst.FunctionDef)
+    while func is not None:
+        scopes.append(func)
+        func = facts.enclosing(func, cst.FunctionDef)
+
+    def shadowed(name: str, inner: list[cst.FunctionDef]) -> bool:
+        return any(binds(scope, name) for scope in inner)
+
+    for depth, func in enumerate(scopes):
+        for name in parameter_names(func):
+            if name in DEVICE_NAMES and not shadowed(name, scopes[:depth]):
+                return name
+        found = _sole_device_binding(facts, func, node, module_scope=False)
+        if found and not shadowed(found, scopes[:depth]):
+            return found
+        method = facts.enclosing_method(func.body)
+        if method is not None and (facts.is_lightning(method[0]) or facts.sets_self_device(method[0])):
+            return "self.device"
+    if not module_level:
+        return None
+    found = _sole_device_binding(facts, facts.module, node, module_scope=True)
+    if found and not shadowed(found, scopes):
+        return found
+    return None
+
+
+# -- new definitions ------------------------------------------------------------------
+
+
+def free_name(facts: "FileAnalysis", candidates: Iterable[str] = NEW_DEVICE_NAMES) -> str:
+    """The first candidate the file never uses as a variable (a keyword
+    argument such as ``device=`` or an attribute ``x.device`` is not one)."""
+    used = facts.identifiers()
+    return next(name for name in candidates if name not in used)
+
+
+@dataclass(frozen=True)
+class TorchBinding:
+    """How ``torch`` is reached: its name, and the statement that binds it."""
+
+    alias: str
+    statement: cst.CSTNode  # the SimpleStatementLine of the import
+
+
+def _torch_imports(body_owner: cst.CSTNode) -> list[TorchBinding]:
+    body = body_owner.body if isinstance(body_owner, cst.FunctionDef) else body_owner
+    found = []
+    for node in own_statements(body):
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                if dotted(alias.name) == "torch":
+                    found.append(TorchBinding(alias.asname.name.value if alias.asname else "torch", node))
+                elif alias.asname is None and (dotted(alias.name) or "").startswith("torch."):
+                    found.append(TorchBinding("torch", node))  # import torch.nn binds torch
+    return found
+
+
+def unconditional_torch(facts: "FileAnalysis") -> TorchBinding | None:
+    """The first ``import torch [as t]`` that is a statement of the module
+    body itself (not inside ``try``/``if``), if any."""
+    for binding in _torch_imports(facts.module):
+        line = facts.parent(binding.statement)
+        if facts.parent(line) is facts.module:
+            return TorchBinding(binding.alias, line)
+    return None
+
+
+def _end_of_import_run(facts: "FileAnalysis", block: cst.CSTNode, index: int) -> int:
+    """Index after the run of import-only lines starting at ``index``."""
+    body = block.body
+    while index < len(body) and _is_import_line(body[index]):
+        index += 1
+    return index
+
+
+def _is_import_line(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body)
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def lines_before(rule: "Rule", block: cst.CSTNode, index: int, lines: list[str]) -> Edit:
+    """Insert ``lines`` as statements of ``block`` (the module or an indented
+    block) before its statement ``index``, indented like its statements: on
+    the line after statement ``index - 1`` (so comments above the next
+    statement stay with it), or at the start of the first statement's line."""
+    text, newline = rule.context.text, rule.context.module.default_newline
+    body = block.body
+    if not body:
+        return rule.insert(len(text), "".join(line + newline for line in lines))
+    neighbour = body[index - 1] if index > 0 else body[0]
+    start = rule.span(neighbour)[0]
+    line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+    indent = text[line_start:start]
+    if index == 0:
+        return rule.insert(line_start, "".join(indent + line + newline for line in lines))
+    match = _LINE_BREAK.search(text, rule.span(neighbour)[1])
+    if match is None:  # the previous statement ends the file, without a line break
+        return rule.insert(len(text), "".join(newline + indent + line for line in lines))
+    return rule.insert(match.end(), "".join(indent + line + newline for line in lines))
+
+
+def after_leading_imports(facts: "FileAnalysis") -> int:
+    """Index of the first module statement after the docstring and the
+    leading import lines (``__future__`` imports stay first)."""
+    body = facts.module.body
+    index = 1 if body and _is_docstring(body[0]) else 0
+    return _end_of_import_run(facts, facts.module, index)
+
+
+def define_device(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
+    """A new ``NAME = torch.device("cuda" if ... else "cpu")`` that is bound
+    wherever ``node`` runs, and the edits that add it; None where no place is
+    sure (the rule then reports without a fix).
+
+    - ``torch`` imported unconditionally at the top level: just after that
+      import's run of import lines, provided ``node`` comes later (module
+      level) or nothing before that point could call its function;
+    - ``torch`` optional (``try``/``if``) or imported only in functions: at the
+      start of the function holding ``node`` (after a local ``import torch``
+      when it has one; with an ``import torch`` of its own when no module-level
+      binding reaches it); module-level code gets no fix;
+    - no ``import torch`` at all: ``import torch`` and the definition after
+      the leading imports.
+    """
+    name = free_name(facts)
+    torch = unconditional_torch(facts)
+    if torch is not None:
+        index = _end_of_import_run(facts, facts.module, facts.module.body.index(torch.statement))
+        return _module_definition(rule, facts, node, index, [_definition(name, torch.alias)], name)
+    if not _torch_imports(facts.module) and not any(_torch_imports(f) for f in facts.functions()):
+        index = after_leading_imports(facts)
+        return _module_definition(rule, facts, node, index, ["import torch", _definition(name, "torch")], name)
+    return _function_definition(rule, facts, node, name)
+
+
+def _definition(name: str, torch: str) -> str:
+    return f'{name} = {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")'
+
+
+def _module_definition(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode, index: int, lines: list[str], name: str) -> tuple[str, list[Edit]] | None:
+    if in_function(facts, node):
+        if index > first_call_into_file(facts):
+            return None  # the function may run before the definition
+    elif top_level_index(facts, node) < index:
+        return None  # the line runs before the import the definition needs
+    return name, [lines_before(rule, facts.module, index, lines)]
+
+
+def _function_definition(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode, name: str) -> tuple[str, list[Edit]] | None:
+    func = facts.enclosing(node, cst.FunctionDef)
+    if func is None or not isinstance(func.body, cst.IndentedBlock) or facts.enclosing(node, cst.Lambda) is not None:
+        return None
+    body = func.body.body
+    local = [b for b in _torch_imports(func) if facts.parent(facts.parent(b.statement)) is func.body and dominates(facts, b.statement, node)]
+    if local:
+        line = facts.parent(local[0].statement)
+        index = _end_of_import_run(facts, func.body, body.index(line))
+        return name, [lines_before(rule, func.body, index, [_definition(name, local[0].alias)])]
+    index = 1 if _is_docstring(body[0]) else 0
+    while index < len(body) and _is_scope_declaration(body[index]):
+        index += 1
+    module_torch = _torch_imports(facts.module)
+    alias = module_torch[0].alias if module_torch else "torch"
+    if index == len(body) or binds(func, alias):
+        return None  # torch is bound in the function, but not before this line
+    if module_torch:
+        # an optional module-level torch (try/except ImportError): used only
+        # where it is needed, when the function runs
+        return name, [lines_before(rule, func.body, index, [_definition(name, alias)])]
+    return name, [lines_before(rule, func.body, index, ["import torch", _definition(name, "torch")])]
+
+
+def _is_scope_declaration(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, (cst.Global, cst.Nonlocal)) for s in statement.body)

@@ -1,0 +1,359 @@
+"""Rewrites that real use of 0.1.0 found wrong or missing (issue 10), through
+the CLI on files. A fix that stops code from importing or running is the
+worst thing fixdev can do, so the rewrites of items 1-3 are executed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_fixdev
+
+
+# Every case is a file of one tree, so fixdev runs once for all of them.
+CASES: dict[str, str] = {}
+
+
+def case(name: str, source: str) -> str:
+    CASES[name] = textwrap.dedent(source)
+    return name
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """Each case as ``<name>.py``, fixed with one ``--apply`` run; the
+    originals, checked with one ``--check`` run, in ``original/``."""
+    root = tmp_path_factory.mktemp("real_use")
+    (root / "original").mkdir()
+    for name, source in CASES.items():
+        (root / f"{name}.py").write_text(source)
+        (root / "original" / f"{name}.py").write_text(source)
+    applied = run_fixdev("--apply", "--no-cache", "--exclude", "original", ".", cwd=root)
+    checked = run_fixdev("--check", "--no-cache", "--output-format", "concise", ".", cwd=root / "original")
+    for run in (applied, checked):
+        assert b"Traceback" not in run.stderr, run.stderr.decode()
+    return root, checked.stdout.decode()
+
+
+def fixed(tree, name: str) -> str:
+    return (tree[0] / f"{name}.py").read_text()
+
+
+def report(tree, name: str) -> list[str]:
+    return [line for line in tree[1].splitlines() if line.startswith(f"{name}.py:")]
+
+
+# Code run beside the fixed files: name -> code, with torch and without it
+# (``import torch`` failing, as on a machine that lacks it).
+PROBES: dict[str, str] = {}
+PROBES_WITHOUT_TORCH: dict[str, str] = {}
+
+_DRIVER = """
+import contextlib, io, json, sys
+if sys.argv[2] == "block":
+    sys.modules["torch"] = None
+results = {}
+for name, code in json.loads(sys.argv[1]).items():
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(code, {})
+        results[name] = [None, out.getvalue().strip()]
+    except BaseException as exc:
+        results[name] = [f"{type(exc).__name__}: {exc}", out.getvalue().strip()]
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def ran(tree):
+    """Every probe's (error or None, printed text), one process per mode."""
+    results = {}
+    for mode, probes in (("torch", PROBES), ("block", PROBES_WITHOUT_TORCH)):
+        done = subprocess.run(
+            [sys.executable, "-c", _DRIVER, json.dumps(probes), mode],
+            cwd=tree[0], capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(tree[0])},
+        )
+        assert done.returncode == 0, done.stderr
+        results[mode] = json.loads(done.stdout)
+    return results
+
+
+def runs(ran, name: str, mode: str = "torch") -> str:
+    error, printed = ran[mode][name]
+    assert error is None, error
+    return printed
+
+
+# -- item 1: the new definition runs after the import it needs ---------------------
+
+LATE_IMPORT = case("late_import", """\
+    import warnings
+    warnings.filterwarnings("ignore")
+    import torch
+
+    x = torch.ones(2).cuda()
+    """)
+PROBES[LATE_IMPORT] = "import late_import; print(late_import.x.device)"
+
+
+def test_device_definition_comes_after_a_late_import_torch(tree, ran):
+    text = fixed(tree, LATE_IMPORT)
+    assert text.index("import torch") < text.index("device = torch.device(")
+    assert runs(ran, LATE_IMPORT) == "cpu"
+
+
+USE_BEFORE_IMPORT = case("use_before_import", """\
+    import os
+    model = build().cuda()
+    import torch
+    """)
+
+
+def test_no_fix_where_the_line_runs_before_import_torch(tree):
+    assert fixed(tree, USE_BEFORE_IMPORT) == CASES[USE_BEFORE_IMPORT]
+    lines = report(tree, USE_BEFORE_IMPORT)
+    assert lines and all("FDV104" in line and "[*]" not in line for line in lines)
+
+
+IMPORT_THEN_TRY = case("import_then_try", """\
+    import torch
+    try:
+        import apex
+    except ImportError:
+        apex = None
+
+    def run():
+        return torch.ones(2).cuda()
+    """)
+PROBES[IMPORT_THEN_TRY] = "import import_then_try as m; print(m.run().device)"
+
+
+def test_device_definition_is_never_put_inside_a_block(tree, ran):
+    definition = next(line for line in fixed(tree, IMPORT_THEN_TRY).splitlines() if "torch.device(" in line)
+    assert not definition.startswith((" ", "\t"))
+    assert runs(ran, IMPORT_THEN_TRY) == "cpu"
+
+
+# -- item 2: a module-level device bound too late is not reused ----------------------
+
+BOUND_UNDER_MAIN = case("bound_under_main", """\
+    import torch
+    import torch.nn as nn
+
+    def train():
+        model = nn.Linear(2, 2).cuda()
+        return model(torch.ones(1, 2))
+
+    if __name__ == "__main__":
+        device = torch.device("cuda:0")
+        train()
+    """)
+PROBES[BOUND_UNDER_MAIN] = "import bound_under_main as m; print(m.train().device)"
+
+
+def test_device_bound_under_main_is_not_used_by_functions(tree, ran):
+    assert "nn.Linear(2, 2).to(device)" not in fixed(tree, BOUND_UNDER_MAIN)
+    assert runs(ran, BOUND_UNDER_MAIN) == "cpu"
+
+
+BOUND_AFTER_CALL = case("bound_after_call", """\
+    import torch
+
+    def ones():
+        return torch.ones(2).cuda()
+
+    first = ones()
+    device = torch.device("cpu")
+    """)
+PROBES[BOUND_AFTER_CALL] = "import bound_after_call as m; print(m.first.device)"
+
+
+def test_device_bound_after_the_first_call_is_not_used(tree, ran):
+    assert "torch.ones(2).to(device)" not in fixed(tree, BOUND_AFTER_CALL)
+    assert runs(ran, BOUND_AFTER_CALL) == "cpu"
+
+
+BOUND_BEFORE_CALL = case("bound_before_call", """\
+    import torch
+
+    def ones():
+        return torch.ones(2).cuda()
+
+    device = torch.device("cpu")
+    first = ones()
+    """)
+PROBES[BOUND_BEFORE_CALL] = "import bound_before_call as m; print(m.first.device)"
+
+
+def test_device_bound_before_any_call_is_reused(tree, ran):
+    text = fixed(tree, BOUND_BEFORE_CALL)
+    assert "return torch.ones(2).to(device)" in text and text.count("torch.device(") == 1
+    assert runs(ran, BOUND_BEFORE_CALL) == "cpu"
+
+
+BOUND_IN_BRANCH = case("bound_in_branch", """\
+    import sys
+    import torch
+    if len(sys.argv) > 5:
+        device = torch.device("cpu")
+    x = torch.ones(2).cuda()
+    """)
+PROBES[BOUND_IN_BRANCH] = "import bound_in_branch as m; print(m.x.device)"
+
+
+def test_device_bound_in_a_branch_is_not_used_after_it(tree, ran):
+    assert "torch.ones(2).to(device)" not in fixed(tree, BOUND_IN_BRANCH)
+    assert runs(ran, BOUND_IN_BRANCH) == "cpu"
+
+
+# -- item 3: optional or local torch -------------------------------------------------
+
+OPTIONAL_TORCH = case("optional_torch", """\
+    try:
+        import torch
+    except ImportError:
+        torch = None
+
+
+    def to_gpu(x):
+        return x.cuda()
+    """)
+PROBES_WITHOUT_TORCH[OPTIONAL_TORCH] = "import optional_torch"
+PROBES[OPTIONAL_TORCH] = "import torch, optional_torch as m; print(m.to_gpu(torch.ones(2)).device)"
+
+
+def test_optional_torch_stays_optional(tree, ran):
+    assert "\nimport torch" not in fixed(tree, OPTIONAL_TORCH)  # no unconditional import added
+    runs(ran, OPTIONAL_TORCH, "block")
+    assert runs(ran, OPTIONAL_TORCH) == "cpu"
+
+
+LOCAL_TORCH = case("local_torch", """\
+    def main():
+        import torch
+        x = torch.ones(2).cuda()
+        return x.device
+    """)
+PROBES_WITHOUT_TORCH[LOCAL_TORCH] = "import local_torch"
+PROBES[LOCAL_TORCH] = "import local_torch as m; print(m.main())"
+
+
+def test_local_import_torch_gets_a_local_device(tree, ran):
+    assert not fixed(tree, LOCAL_TORCH).startswith("import torch")
+    runs(ran, LOCAL_TORCH, "block")
+    assert runs(ran, LOCAL_TORCH) == "cpu"
+
+
+LOCAL_FROM_IMPORT = case("local_from_import", """\
+    def mask(x):
+        from torch import ones
+        return ones(x.shape)
+    """)
+PROBES_WITHOUT_TORCH[LOCAL_FROM_IMPORT] = "import local_from_import"
+PROBES[LOCAL_FROM_IMPORT] = "import torch, local_from_import as m; print(tuple(m.mask(torch.zeros(2, 3)).shape))"
+
+
+def test_like_factory_imported_locally_keeps_its_import_local(tree, ran):
+    text = fixed(tree, LOCAL_FROM_IMPORT)
+    assert "from torch import ones, ones_like" in text and "\nimport torch" not in text
+    runs(ran, LOCAL_FROM_IMPORT, "block")
+    assert runs(ran, LOCAL_FROM_IMPORT) == "(2, 3)"
+
+
+# -- item 4: a star import does not hide the file's own names -------------------------
+
+STAR_IMPORT = case("star_import", """\
+    from models import *
+    import torch
+    G_AB = Generator()
+    G_AB = G_AB.cuda()
+    x = torch.ones(3)
+    y = x.cuda(0)
+    """)
+
+
+def test_star_import_does_not_silence_names_the_file_binds(tree):
+    assert "G_AB = G_AB.to(device)" in fixed(tree, STAR_IMPORT)
+    assert any(line.startswith("star_import.py:6:5: FDV104") and "[*]" not in line for line in report(tree, STAR_IMPORT))
+
+
+LATE_STAR_IMPORT = case("late_star_import", """\
+    import torch
+    net = make()
+    from models import *
+    net.cuda()
+    """)
+
+
+def test_star_import_after_the_binding_may_rebind_the_name(tree):
+    assert fixed(tree, LATE_STAR_IMPORT) == CASES[LATE_STAR_IMPORT]
+
+
+# -- item 5: torch.utils.model_zoo.load_url ---------------------------------------------
+
+MODEL_ZOO = case("model_zoo", """\
+    import torch.utils.model_zoo as model_zoo
+
+    def resnet18(model, url):
+        model.load_state_dict(model_zoo.load_url(url))
+    """)
+
+
+def test_model_zoo_load_url_gets_map_location(tree):
+    assert 'model_zoo.load_url(url, map_location="cpu")' in fixed(tree, MODEL_ZOO)
+
+
+# -- item 11: a keyword argument is not a binding -----------------------------------------
+
+DEVICE_KEYWORD = case("device_keyword", """\
+    import torch
+
+    def run(x):
+        y = torch.zeros(2, device=x.device)
+        return y.cuda()
+    """)
+
+
+def test_device_keyword_does_not_rename_the_new_variable(tree):
+    text = fixed(tree, DEVICE_KEYWORD)
+    assert "device = torch.device(" in text and "torch_device" not in text
+
+
+# -- item 12: an added argument follows the call's layout -----------------------------------
+
+ONE_ARGUMENT_A_LINE = case("one_argument_a_line", """\
+    import torch
+
+    def restore(model, path):
+        state = torch.load(
+            path,
+            weights_only=True
+        )
+        model.load_state_dict(state)
+    """)
+TRAILING_COMMA = case("trailing_comma", """\
+    import torch
+
+    def restore(model, path):
+        model.load_state_dict(torch.load(
+            path,  # the checkpoint
+        ))
+    """)
+
+
+def test_added_argument_follows_a_one_argument_a_line_call(tree):
+    text = fixed(tree, ONE_ARGUMENT_A_LINE)
+    assert '        weights_only=True,\n        map_location="cpu"\n    )\n' in text
+    assert all(line == line.rstrip() for line in text.splitlines()), "no trailing spaces"
+
+
+def test_added_argument_keeps_a_trailing_comma_and_comments(tree):
+    assert '        path,  # the checkpoint\n        map_location="cpu",\n    ))\n' in fixed(tree, TRAILING_COMMA)
