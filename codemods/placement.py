@@ -329,10 +329,23 @@ def _torch_imports(body_owner: cst.CSTNode) -> list[TorchBinding]:
     return found
 
 
+def module_torch_imports(facts: "FileAnalysis") -> list[TorchBinding]:
+    """Every ``import torch`` of the module scope, conditional ones included."""
+    if "module_torch_imports" not in facts.shared:
+        facts.shared["module_torch_imports"] = _torch_imports(facts.module)
+    return facts.shared["module_torch_imports"]
+
+
+def imports_torch_anywhere(facts: "FileAnalysis") -> bool:
+    if "imports_torch_anywhere" not in facts.shared:
+        facts.shared["imports_torch_anywhere"] = bool(module_torch_imports(facts)) or any(_torch_imports(f) for f in facts.functions())
+    return facts.shared["imports_torch_anywhere"]
+
+
 def unconditional_torch(facts: "FileAnalysis") -> TorchBinding | None:
     """The first ``import torch [as t]`` that is a statement of the module
     body itself (not inside ``try``/``if``), if any."""
-    for binding in _torch_imports(facts.module):
+    for binding in module_torch_imports(facts):
         line = facts.parent(binding.statement)
         if facts.parent(line) is facts.module:
             return TorchBinding(binding.alias, line)
@@ -408,7 +421,7 @@ def define_device(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode) -> tup
     if torch is not None:
         index = _end_of_import_run(facts, facts.module, facts.module.body.index(torch.statement))
         return _module_definition(rule, facts, node, index, [_definition(name, torch.alias)], name)
-    if not _torch_imports(facts.module) and not any(_torch_imports(f) for f in facts.functions()):
+    if not imports_torch_anywhere(facts):
         index = after_leading_imports(facts)
         return _module_definition(rule, facts, node, index, ["import torch", _definition(name, "torch")], name)
     return _function_definition(rule, facts, node, name)
@@ -440,7 +453,7 @@ def _function_definition(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode,
     index = 1 if _is_docstring(body[0]) else 0
     while index < len(body) and _is_scope_declaration(body[index]):
         index += 1
-    module_torch = _torch_imports(facts.module)
+    module_torch = module_torch_imports(facts)
     alias = module_torch[0].alias if module_torch else "torch"
     if index == len(body) or binds(func, alias):
         return None  # torch is bound in the function, but not before this line

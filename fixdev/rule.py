@@ -246,8 +246,10 @@ def _bound_by(node: cst.CSTNode) -> list[str]:
     target = None
     if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)):
         target = node.target
-    elif isinstance(node, (cst.WithItem, cst.ExceptHandler)) and node.asname is not None:
+    elif isinstance(node, cst.WithItem) and node.asname is not None:
         target = node.asname.name
+    elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+        target = node.name.name
     elif isinstance(node, (cst.Global, cst.Nonlocal)):
         return [item.name.value for item in node.names]
     return [n.value for n in _names_in(target)] if target is not None else []

@@ -357,3 +357,20 @@ def test_added_argument_follows_a_one_argument_a_line_call(tree):
 
 def test_added_argument_keeps_a_trailing_comma_and_comments(tree):
     assert '        path,  # the checkpoint\n        map_location="cpu",\n    ))\n' in fixed(tree, TRAILING_COMMA)
+
+
+STAR_AND_EXCEPT = case("star_and_except", """\
+    from models import *
+    import torch
+    try:
+        net = make()
+    except ImportError as error:
+        net = None
+    with open("f") as handle:
+        pass
+    net = net.cuda()
+    """)
+
+
+def test_star_import_file_with_every_kind_of_binding(tree):
+    assert "net = net.to(device)" in fixed(tree, STAR_AND_EXCEPT)
