@@ -31,10 +31,17 @@ class CudaCall(Rule):
     ## What it does
     Rewrites `X.cuda()` to `X.to(device)`. Inside an `nn.Module`'s method that
     has a tensor parameter `x`, the device is `x.device`; elsewhere it is a
-    device already defined in scope (a `device`/`dev` parameter, a name bound to
-    `torch.device(...)` or a `"cuda"`/`"cpu"` string, `self.device`); when there
-    is none, one definition is added after the imports:
-    `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
+    device already bound wherever the line runs (a `device`/`dev` parameter, a
+    name bound once to `torch.device(...)` or a `"cuda"`/`"cpu"` string by a
+    statement that always runs first, `self.device`). A module-level device
+    counts inside a function only when it is bound unconditionally before any
+    code that could call the function. When there is none, one definition is
+    added: `device = torch.device("cuda" if torch.cuda.is_available() else
+    "cpu")` (named `torch_device` or so when the file already uses `device`),
+    just after the module's `import torch` (and the imports that follow it);
+    where torch is optional (`try: import torch / except ImportError`) or
+    imported only inside functions, at the start of the function instead, so
+    importing the module never starts to require torch.
     A bare statement `x.cuda()` on something not known to be a module becomes
     `x = x.to(device)`: a tensor's `.cuda()` returns a copy, so the bare call
     did nothing.
@@ -64,9 +71,14 @@ class CudaCall(Rule):
 
     ## When it stays silent
     `X.cuda(0)`, `X.cuda(device=k)` and other explicit devices are reported
-    without a fix: which device is meant is the user's choice. Calls with
+    without a fix: which device is meant is the user's choice. Also reported
+    without a fix: a module-level line that runs before `import torch`, or a
+    function that code before `import torch` may call (no definition could
+    come first), and a one-line function body. Calls with
     `*args`/`**kwargs` are reported without a fix. A `cuda()` function of an
-    imported module (`tvm.target.cuda()`) is not a tensor's method: silent.
+    imported module (`tvm.target.cuda()`), or a name that may come from a
+    `from X import *` (the file does not bind it before the star import), may
+    not be a tensor's method: silent.
     Inside `with self.assertRaises(...)` or `with pytest.raises(...)` the code
     tests `.cuda()` itself: silent.
     """
