@@ -1,0 +1,3196 @@
+"""Where a value lives: the device-flow analysis the rules share.
+
+An abstract interpretation of each function of a file over CPython's ``ast``
+(about 7x cheaper to build than libcst's tree). For every expression it
+evaluates it keeps *what* the value is (``What``) and *where* it may live: a
+small set of ``(placement, origin)`` pairs, where the placement is ``HOST``,
+``Device(text)``, ``SameAs(text)`` or ``UNKNOWN`` and the origin is the ast node
+that produced the value (a factory call, a loader loop's target, a parameter).
+Branches join, loops iterate to a fixpoint, reassignment kills; facts flow
+between the methods of a class, into functions through their call sites in the
+file, and out of them through per-function summaries. ``UNKNOWN`` is the answer
+whenever the code does not show otherwise, and unknown never fixes.
+
+The query API, all on ``FileFlow(text_or_tree)``:
+
+- ``what(node) -> What``: what an expression evaluated to.
+- ``where(node) -> frozenset[(placement, origin)]``: where it may live; empty for
+  values that live nowhere (numbers, strings, modules of code).
+- ``value(node) -> Value``: both, with parts and flags.
+- ``sinks() -> list[Sink]``: where a host value meets a device (or a device
+  tensor reaches ``.numpy()``), each naming the value, its origins and the device
+  to move it to.
+- ``device_at(node) -> str | None``: the device a fix at ``node`` should use
+  (issue 11 item 5's order).
+- ``node_at(start, end)`` / ``span(node)``: between ast nodes and character
+  offsets of the text (ast columns count UTF-8 bytes).
+- ``qualified_name(node)``: ``torch.zeros`` for ``t.zeros`` after ``import torch as t``.
+
+Functions are interpreted lazily, when something inside them is asked about,
+and at most a few times per file: once with symbolic parameters (its summary),
+once with its call sites' arguments when those say more.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import builtins
+import enum
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator, NamedTuple
+
+# ---------------------------------------------------------------------------
+# The lattice
+# ---------------------------------------------------------------------------
+
+
+class What(enum.Enum):
+    MODULE = "module"  # an nn.Module instance
+    TENSOR = "tensor"
+    BATCH = "batch"  # a tuple, list or dict of tensors (a loader's batch), with parts
+    ARRAY = "array"  # a NumPy array
+    DEVICE = "device"  # names a device: torch.device(...), "cuda", x.device
+    LOADER = "loader"  # iterating it yields batches
+    SCALAR = "scalar"  # a number, string, None, dtype, shape: lives nowhere
+    UNKNOWN = "unknown"
+
+
+class _Named:
+    """A placement without parameters."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+HOST = _Named("Host")
+UNKNOWN = _Named("Unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """On a device other than the host, named by ``text`` (source of an
+    expression, such as ``device`` or ``x.device``; None where nothing in reach
+    names it, as after ``.cuda()``). ``home`` is the scope whose names ``text``
+    uses: None for text valid anywhere, the ``ast.Module`` for module-level
+    names, a ``ClassDef`` for ``self``-based text, a function for its locals."""
+
+    text: str | None
+    home: ast.AST | None = None
+
+    def __repr__(self) -> str:
+        return f"Device({self.text})"
+
+
+@dataclass(frozen=True, slots=True)
+class SameAs:
+    """Wherever ``text`` lives (a parameter, or ``x`` for ``x.device`` when ``x``'s
+    place is not known): not known to be on a device."""
+
+    text: str
+    home: ast.AST | None = None
+
+    def __repr__(self) -> str:
+        return f"SameAs({self.text})"
+
+
+class Parts(NamedTuple):
+    """The inside of a batch, a container or an iterable."""
+
+    elem: "Value"  # any element: iteration, an index not known
+    items: tuple = ()  # ((key, Value), ...): known positions (int) or keys (str)
+
+
+class Instance:
+    """The ``ref`` of an instance of a class of this file (``self`` included)."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: ast.ClassDef) -> None:
+        self.cls = cls
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Instance and other.cls is self.cls
+
+    def __hash__(self) -> int:
+        return id(self.cls)
+
+
+# Value.flags
+ZERO_DIM = 1  # a 0-dim tensor: a host one combines with device tensors legally
+PARAM_FREE = 2  # a module without parameters or buffers: passes its input's device through
+MAYBE_UNBOUND = 4  # a name not bound on every path to this point
+MOVES_INPUTS = 8  # DataParallel and friends: moves host inputs itself
+FOLLOWS_MODULE = 16  # an nn.Parameter or buffer: moves with the module that owns it
+_JOIN_ALL = ZERO_DIM | PARAM_FREE | MOVES_INPUTS | FOLLOWS_MODULE  # kept when both sides have it
+
+PENDING = "pending"  # origin of a loader batch's part until a name is bound to it
+MAX_PLACES = 8
+
+
+class Value:
+    """What a value is and where it may live. ``parts``: a ``Parts`` for
+    batches, containers and iterables; for modules, the frozenset of nodes that
+    made the object (to move aliases in place). ``ref``: what a name refers to:
+    a qualified name (``"torch.zeros"``), a function or class of this file, an
+    ``Instance`` of a class of this file, or ``("instance", qualified name)``
+    for an object an imported class made (``nn.Linear(...)``)."""
+
+    __slots__ = ("what", "places", "parts", "ref", "flags")
+
+    def __init__(self, what: What, places: frozenset = frozenset(), parts=None, ref=None, flags: int = 0) -> None:
+        self.what = what
+        self.places = places
+        self.parts = parts
+        self.ref = ref
+        self.flags = flags
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not Value:
+            return False
+        return (
+            self.what is other.what
+            and self.flags == other.flags
+            and self.places == other.places
+            and self.parts == other.parts
+            and self.ref == other.ref
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.what, self.places, self.flags))
+
+    def __repr__(self) -> str:
+        places = ", ".join(sorted(repr(p) for p, _ in self.places))
+        return f"Value({self.what.name}, {{{places}}})"
+
+    def but(self, **changes) -> "Value":
+        fields = {name: getattr(self, name) for name in Value.__slots__}
+        fields.update(changes)
+        return Value(**fields)
+
+    @property
+    def placements(self) -> frozenset:
+        return frozenset(p for p, _ in self.places)
+
+
+NO_PLACES: frozenset = frozenset()
+UNKNOWN_PLACES = frozenset({(UNKNOWN, None)})
+UNKNOWN_VALUE = Value(What.UNKNOWN, UNKNOWN_PLACES)
+SCALAR_VALUE = Value(What.SCALAR)
+NOTHING = Value(What.SCALAR)  # the element of an empty container
+_TENSORISH = (What.TENSOR, What.BATCH, What.UNKNOWN)
+
+
+def _cap(places: frozenset) -> frozenset:
+    if len(places) <= MAX_PLACES:
+        return places
+    return UNKNOWN_PLACES | frozenset(p for p in places if p[0] is HOST)
+
+
+def join(a: Value | None, b: Value | None) -> Value | None:
+    """The least value that may be either."""
+    if a is b or b is None:
+        return a
+    if a is None:
+        return b
+    what = a.what if a.what is b.what else What.UNKNOWN
+    places = a.places if a.places == b.places else _cap(a.places | b.places)
+    parts = None
+    if isinstance(a.parts, Parts) and isinstance(b.parts, Parts):
+        parts = _join_parts(a.parts, b.parts)
+    elif isinstance(a.parts, frozenset) and isinstance(b.parts, frozenset):
+        parts = a.parts | b.parts
+    ref = a.ref if a.ref == b.ref else None
+    flags = (a.flags & b.flags & _JOIN_ALL) | ((a.flags | b.flags) & MAYBE_UNBOUND)
+    return Value(what, places, parts, ref, flags)
+
+
+def _join_parts(a: Parts, b: Parts) -> Parts:
+    if a == b:
+        return a
+    elem = b.elem if a.elem is NOTHING else a.elem if b.elem is NOTHING else join(a.elem, b.elem)
+    theirs = dict(b.items)
+    items = tuple((key, join(value, theirs[key])) for key, value in a.items if key in theirs)
+    return Parts(elem, items)
+
+
+def _join_all(values: Iterable[Value | None]) -> Value | None:
+    result = None
+    for value in values:
+        result = join(result, value)
+    return result
+
+
+def _join_states(a: dict | None, b: dict | None) -> dict | None:
+    """States are dicts from a name (or a ``self.x`` chain) to its Value; None
+    is a point no path reaches."""
+    if a is None:
+        return b
+    if b is None or a is b:
+        return a
+    result = {}
+    for key, value in a.items():
+        other = b.get(key)
+        if other is None:
+            result[key] = _one_sided(key, value)
+        elif other is value:
+            result[key] = value
+        else:
+            result[key] = join(value, other)
+    for key, value in b.items():
+        if key not in a:
+            result[key] = _one_sided(key, value)
+    return result
+
+
+def _one_sided(key: str, value: Value) -> Value:
+    """A key one path of a join does not have: a name not bound there; an
+    attribute chain not tracked there (whatever it held is not known)."""
+    if "." in key:
+        return join(value, UNKNOWN_VALUE)
+    return value if value.flags & MAYBE_UNBOUND else value.but(flags=value.flags | MAYBE_UNBOUND)
+
+
+def _kinds(value: Value) -> tuple[bool, bool, bool]:
+    """(may be on the host, may be on a device, may be elsewhere: unknown)."""
+    host = device = other = False
+    for placement, _ in value.places:
+        if placement is HOST:
+            host = True
+        elif type(placement) is Device:
+            device = True
+        else:
+            other = True
+    return host, device, other
+
+
+def _apart(host_side: Value, device_side: Value) -> bool:
+    """A finding: ``host_side`` may be on the host and is on no device (not a
+    0-dim tensor, which combines legally); ``device_side`` is on a device on
+    some path and never somewhere unknown. A side that is on the host on one
+    path and on a device on another was moved under a condition: if both sides
+    vary, they may vary together (``if args.cuda:`` moving both), so nothing
+    fires; if only the device side varies, its device path fails whatever the
+    condition is. The device side may be unknown only where the host side is
+    host on every path."""
+    if host_side.flags & ZERO_DIM or host_side.what not in _TENSORISH:
+        return False
+    if device_side.what not in _TENSORISH and device_side.what is not What.MODULE:
+        return False
+    h_host, h_device, h_other = _kinds(host_side)
+    if not h_host or h_device:
+        return False
+    d_host, d_device, d_other = _kinds(device_side)
+    return d_device and not d_other and not (d_host and h_other)
+
+
+# ---------------------------------------------------------------------------
+# What the code's names mean: PyTorch, NumPy and friends
+# ---------------------------------------------------------------------------
+
+
+def _torch(names: str) -> frozenset:
+    return frozenset(f"torch.{name}" for name in names.split())
+
+
+# Fresh tensors from sizes or data, on the host unless device= says otherwise.
+SIZE_FACTORIES = _torch(
+    "zeros ones empty full rand randn randint randperm arange range linspace logspace eye "
+    "empty_strided tril_indices triu_indices bartlett_window blackman_window hamming_window "
+    "hann_window kaiser_window normal poisson bernoulli multinomial"
+)
+# Legacy constructors: always on the host (with a CUDA tensor they raise).
+LEGACY_HOST_TYPES = _torch(
+    "Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor ByteTensor CharTensor ShortTensor "
+    "IntTensor LongTensor BoolTensor"
+)
+# From data: on the host when the data is (a number, list, array), else where the data is.
+DATA_FACTORIES = _torch("tensor as_tensor asarray scalar_tensor from_numpy frombuffer")
+LIKE_FACTORIES = _torch("zeros_like ones_like empty_like full_like rand_like randn_like randint_like")
+TENSOR_FACTORIES = SIZE_FACTORIES | LEGACY_HOST_TYPES | DATA_FACTORIES
+DTYPES = _torch(
+    "float32 float float16 half bfloat16 float64 double int64 long int32 int int16 short int8 uint8 "
+    "bool complex64 cfloat complex128 cdouble"
+)
+DEFAULT_DEVICE_SETTERS = _torch("set_default_device set_default_tensor_type")
+# torch.* that do not combine their tensor arguments into one computation.
+NOT_OPERATIONS = _torch(
+    "device load save is_tensor is_storage is_floating_point is_complex is_nonzero numel manual_seed "
+    "seed initial_seed get_default_dtype set_default_dtype set_default_device set_default_tensor_type "
+    "no_grad enable_grad inference_mode set_grad_enabled is_grad_enabled compile vmap typename Size "
+    "dtype finfo iinfo Generator Stream Event broadcast_shapes result_type can_cast promote_types "
+    "get_num_threads set_num_threads use_deterministic_algorithms set_printoptions is_inference_mode_enabled "
+    "autograd.Variable autograd.Function autograd.backward"
+)
+NOT_OPERATION_PREFIXES = tuple(
+    f"torch.{name}."
+    for name in (
+        "utils cuda backends distributed optim jit onnx testing hub multiprocessing profiler fx export "
+        "compiler func library overrides package serialization ao quantization mps xpu accelerator "
+        "random distributions nn.init nn.utils nn.parallel nn.modules nn.parameter"
+    ).split()
+)
+REDUCTIONS = frozenset("sum mean max min prod norm std var all any median argmax argmin count_nonzero amax amin nansum nanmean logsumexp".split())
+# Tensor methods whose result is a tensor on the receiver's device.
+TENSOR_METHODS = frozenset(
+    (
+        "abs absolute acos addcdiv addcmul angle asin atan bool byte ceil char chunk clamp clamp_ clip "
+        "clone contiguous cos cosh cpu cumprod cumsum deg2rad detach diag diagonal diff digamma double "
+        "erf erfinv exp expand expand_as exp_ fill_ fill_diagonal_ flatten flip fliplr flipud float floor "
+        "frac half int isfinite isinf isnan log log10 log1p log2 log_softmax logical_not long masked_fill "
+        "narrow nan_to_num neg nonzero norm normal_ permute pin_memory reciprocal relu repeat repeat_interleave "
+        "requires_grad_ reshape reshape_as resize_ roll rot90 round rsqrt sigmoid sign sin sinh softmax sort "
+        "split sqrt square squeeze std t tan tanh tile topk transpose tril triu trunc unbind unflatten "
+        "unfold uniform_ unique unsqueeze var view view_as zero_ bfloat16 short cumsum_ abs_ neg_ exponential_ "
+        "geometric_ random_ cauchy_ log_normal_ bernoulli bernoulli_ sum mean max min prod argmax argmin "
+        "amax amin all any median logsumexp cummax cummin kthvalue mode msort argsort nansum nanmean "
+        "count_nonzero flatten_ movedim moveaxis swapaxes swapdims as_strided index_select take "
+        "sub_ type_as float_ detach_ squeeze_ unsqueeze_ t_ transpose_ sigmoid_ tanh_ relu_ clamp_min clamp_max "
+        "softplus cfloat cdouble real imag conj H mT"
+    ).split()
+)
+# Tensor methods that combine their tensor arguments with the receiver.
+COMBINING_METHODS = frozenset(
+    (
+        "add sub mul div true_divide floor_divide matmul mm bmm dot mv addmm addmv addbmm baddbmm "
+        "masked_fill masked_fill_ where maximum minimum pow fmod remainder atan2 lerp lerp_ cross dist "
+        "kron inner outer eq ne lt le gt ge logical_and logical_or logical_xor add_ sub_ mul_ div_ pow_ "
+        "gather scatter scatter_ scatter_add scatter_add_ masked_scatter masked_scatter_ masked_select "
+        "index_add index_add_ index_copy index_copy_ bitwise_and bitwise_or bitwise_xor copysign hypot "
+        "equal allclose isclose clamp clamp_ addcmul addcdiv addcmul_ addcdiv_ multiply divide subtract"
+    ).split()
+)
+NON_TENSOR_RESULTS = frozenset(
+    "item tolist size dim numel ndimension element_size nelement is_contiguous data_ptr get_device stride "
+    "storage_offset is_floating_point is_complex is_pinned untyped_storage backward register_hook type".split()
+)
+TENSOR_SAME_ATTRIBUTES = frozenset("T mT H mH real imag data grad".split())
+TENSOR_SCALAR_ATTRIBUTES = frozenset("shape ndim dtype is_cuda requires_grad layout names itemsize nbytes is_leaf grad_fn".split())
+MOVES = frozenset({"to", "cuda", "cpu"})
+# Methods an nn.Module has and returns itself from.
+MODULE_SELF_METHODS = frozenset("float double half bfloat16 type train eval requires_grad_ apply share_memory to_empty".split())
+# Calls that show a value is an nn.Module (optimizers share state_dict and zero_grad).
+MODULE_EVIDENCE = frozenset(
+    "parameters named_parameters buffers named_buffers modules named_modules children named_children eval forward "
+    "register_buffer register_parameter add_module register_forward_hook".split()
+)
+NN_PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
+NOT_MODULES = NN_PARAMETERS | frozenset({"torch.nn.UninitializedParameter", "torch.nn.UninitializedBuffer"})
+# torch.nn layers without parameters or buffers: their output is where their input is.
+PARAM_FREE_LAYERS = frozenset(
+    (
+        "ReLU ReLU6 LeakyReLU ELU SELU CELU GELU SiLU Mish Sigmoid Tanh Softmax Softmax2d LogSoftmax Softmin "
+        "Softplus Softsign Softshrink Hardshrink Hardtanh Hardsigmoid Hardswish Tanhshrink Threshold GLU "
+        "LogSigmoid Dropout Dropout1d Dropout2d Dropout3d AlphaDropout FeatureAlphaDropout Flatten Unflatten "
+        "Identity MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveMaxPool1d "
+        "AdaptiveMaxPool2d AdaptiveMaxPool3d AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d LPPool1d "
+        "LPPool2d MaxUnpool1d MaxUnpool2d MaxUnpool3d FractionalMaxPool2d Upsample UpsamplingNearest2d "
+        "UpsamplingBilinear2d PixelShuffle PixelUnshuffle ChannelShuffle ZeroPad1d ZeroPad2d ZeroPad3d "
+        "ConstantPad1d ConstantPad2d ConstantPad3d ReflectionPad1d ReflectionPad2d ReflectionPad3d "
+        "ReplicationPad1d ReplicationPad2d ReplicationPad3d CircularPad1d CircularPad2d CircularPad3d "
+        "CosineSimilarity PairwiseDistance Fold Unfold LocalResponseNorm CrossMapLRN2d "
+        "MSELoss L1Loss SmoothL1Loss HuberLoss KLDivLoss CTCLoss PoissonNLLLoss GaussianNLLLoss "
+        "HingeEmbeddingLoss MarginRankingLoss CosineEmbeddingLoss TripletMarginLoss "
+        "TripletMarginWithDistanceLoss SoftMarginLoss MultiLabelMarginLoss "
+        "CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss MultiLabelSoftMarginLoss MultiMarginLoss"
+    ).split()
+)
+# Losses that own a buffer when given a weight.
+WEIGHTED_LOSSES = frozenset("CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss MultiLabelSoftMarginLoss MultiMarginLoss".split())
+# torch.nn classes that own parameters (for `from torch.nn import *`).
+OWNING_LAYERS = frozenset(
+    (
+        "Module Linear Bilinear LazyLinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d "
+        "BatchNorm1d BatchNorm2d BatchNorm3d SyncBatchNorm LayerNorm GroupNorm InstanceNorm1d InstanceNorm2d "
+        "InstanceNorm3d RMSNorm Embedding EmbeddingBag LSTM GRU RNN LSTMCell GRUCell RNNCell MultiheadAttention "
+        "Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer TransformerDecoderLayer "
+        "PReLU Sequential ModuleList ModuleDict ParameterList ParameterDict Parameter DataParallel"
+    ).split()
+)
+MODULE_WRAPPERS = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+    }
+)
+LIGHTNING_MODULES = frozenset(
+    {
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "pytorch_lightning.core.module.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "lightning.pytorch.core.module.LightningModule",
+    }
+)
+# Module bases whose instances have a `device` property.
+DEVICE_PROPERTY_BASES = LIGHTNING_MODULES | frozenset({"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"})
+DATA_LOADERS = frozenset(
+    {
+        "torch.utils.data.DataLoader",
+        "torch.utils.data.dataloader.DataLoader",
+        "torch_geometric.loader.DataLoader",
+        "torch_geometric.data.DataLoader",
+    }
+)
+TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+PASS_THROUGH_CALLS = frozenset(
+    {
+        "tqdm.tqdm",
+        "tqdm.auto.tqdm",
+        "tqdm.notebook.tqdm",
+        "tqdm.std.tqdm",
+        "copy.deepcopy",
+        "copy.copy",
+        "torch.autograd.Variable",
+        "einops.rearrange",
+        "einops.repeat",
+        "einops.reduce",
+    }
+)
+# Decorators that keep a function's parameters and result as they are.
+TRANSPARENT_DECORATORS = frozenset(
+    {"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "functools.wraps", "staticmethod", "functools.lru_cache", "functools.cache"}
+)
+DEVICE_STRINGS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "vulkan")
+# Names that say a value is a device, for values the code does not show.
+_DEVICE_NAME = re.compile(r"(?:\w+_)?(?:device|dev|gpu|gpu_id|device_id|rank|local_rank|cuda_device)", re.IGNORECASE)
+# Flags that say whether to run on the GPU.
+FLAG_NAMES = frozenset({"cuda", "use_cuda", "use_gpu", "with_cuda", "on_gpu", "gpu_available", "cuda_available"})
+DEVICE_NAMES = ("device", "dev")
+# Attributes and methods only tensors have among the values a line uses.
+_TENSOR_EVIDENCE = frozenset("shape dtype size dim ndim numel ndimension unsqueeze view reshape permute transpose".split())
+# Owners of a `.device` attribute that are configuration, not tensors.
+CONFIG_NAMES = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "hp", "params", "settings", "options", "flags", "FLAGS", "hyperparams"})
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_SCALAR_BUILTINS = frozenset(
+    "len isinstance issubclass hasattr int float str bool print callable id hash repr format ord chr round "
+    "divmod input open bytes complex any all setattr delattr vars dir type".split()
+)
+
+
+def _is_torch_module_class(name: str) -> bool:
+    """``torch.nn.Linear``, ``torch.nn.modules.conv.Conv2d``: an nn.Module class."""
+    if name in NOT_MODULES:
+        return False
+    if name == "torch.nn.Module" or name in LIGHTNING_MODULES or name in DEVICE_PROPERTY_BASES:
+        return True
+    parts = name.split(".")
+    if parts[:2] != ["torch", "nn"] or not parts[-1][:1].isupper():
+        return False
+    return len(parts) == 3 or parts[2] in ("modules", "parallel")
+
+
+def _is_model_builder(name: str, call: ast.Call) -> bool:
+    """A call that returns a model: ``torchvision.models.resnet18()``,
+    ``timm.create_model(...)``, ``AutoModel.from_pretrained(...)``."""
+    if name.startswith("torchvision.models."):
+        last = name.rsplit(".", 1)[-1]
+        return last not in ("get_weight", "get_model_weights", "list_models") and not last.startswith("_")
+    if name == "timm.create_model":
+        return True
+    if name.startswith("transformers.") and name.endswith(".from_pretrained"):
+        owner = name.split(".")[-2]
+        return "Model" in owner
+    return False
+
+
+def _chain(node: ast.AST) -> str | None:
+    """``a.b.c`` for a name or attribute chain, else None."""
+    if type(node) is ast.Name:
+        return node.id
+    if type(node) is ast.Attribute:
+        base = _chain(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _root(text: str) -> str:
+    """The name a device text starts from: ``self`` for ``next(self.parameters()).device``."""
+    while text.startswith("next("):
+        text = text[5:]
+    end = len(text)
+    for i, ch in enumerate(text):
+        if not (ch.isalnum() or ch == "_"):
+            end = i
+            break
+    return text[:end]
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    return None
+
+
+def _constant_number(node: ast.AST) -> bool:
+    if type(node) is ast.UnaryOp and type(node.op) in (ast.USub, ast.UAdd):
+        node = node.operand
+    return type(node) is ast.Constant and type(node.value) in (int, float, bool, complex)
+
+
+# ---------------------------------------------------------------------------
+# The index: one pass over the statements
+# ---------------------------------------------------------------------------
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class Scope:
+    """A module, function or class body, and the names it binds."""
+
+    __slots__ = ("node", "kind", "outer", "parent", "cls", "counts", "declared", "imports", "stars", "locals", "start", "end", "self_name", "defs")
+
+    def __init__(self, node: ast.AST, kind: str, parent: "Scope | None") -> None:
+        self.node = node
+        self.kind = kind  # "module" | "function" | "class"
+        self.parent = parent  # the scope the node sits in
+        # where free names are looked up: the nearest enclosing function or module (class bodies do not enclose)
+        self.outer = None if parent is None else parent if parent.kind != "class" else parent.outer
+        self.cls = parent.node if parent is not None and parent.kind == "class" and kind == "function" else None
+        self.counts: dict[str, int] = {}
+        self.declared: set[str] = set()  # global / nonlocal
+        self.imports: dict[str, str] = {}
+        self.stars: list[str] = []
+        self.defs: dict[str, ast.AST] = {}  # names bound by def or class statements
+        self.locals: frozenset = frozenset()
+        self.start = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        self.end = (getattr(node, "end_lineno", 1 << 30), getattr(node, "end_col_offset", 0))
+        self.self_name: str | None = None
+
+    def bind(self, name: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+    def contains(self, position: tuple[int, int]) -> bool:
+        return self.start <= position < self.end
+
+    def within(self, other: "Scope") -> bool:
+        scope: Scope | None = self
+        while scope is not None:
+            if scope is other:
+                return True
+            scope = scope.parent
+        return False
+
+
+class ClassInfo:
+    __slots__ = ("node", "scope", "methods", "stores", "is_module", "bases", "local_bases", "owns", "own_text", "param_free", "device_property")
+
+    def __init__(self, node: ast.ClassDef, scope: Scope) -> None:
+        self.node = node
+        self.scope = scope  # the scope the class statement sits in
+        self.methods: dict[str, ast.AST] = {}
+        self.stores: dict[str, set[str]] = {}  # self.X -> methods assigning it
+        self.is_module = False
+        self.bases: list[str] = []  # qualified names of the bases
+        self.local_bases: list[ast.ClassDef] = []
+        self.owns = False  # evidently owns parameters or buffers
+        self.own_text: str | None = None  # names the module's own device, in its methods
+        self.param_free = False
+        self.device_property = False
+
+
+class _Index:
+    """Scopes, bindings, classes and imports, from one pass over the statements."""
+
+    def __init__(self, tree: ast.Module, source: str | None) -> None:
+        self.tree = tree
+        self.module = Scope(tree, "module", None)
+        self.scopes: dict[ast.AST, Scope] = {tree: self.module}
+        self.classes: dict[ast.ClassDef, ClassInfo] = {}
+        self.default_device_set = False
+        self._positions: list[tuple[tuple[int, int], Scope]] = []
+        self._pending_stores: list = []
+        self._scan(tree.body, self.module)
+        if source is None or ":=" in source:
+            self._walrus()
+        for scope in self.scopes.values():
+            scope.locals = frozenset(scope.counts) - scope.declared
+        self._positions.sort(key=lambda item: item[0])
+        self._starts = [position for position, _ in self._positions]
+        self._resolve_classes()
+        if source is None or "set_default" in source:
+            self.default_device_set = self._sets_default_device()
+
+    # -- the pass ---------------------------------------------------------------------
+
+    def _scan(self, statements: list[ast.stmt], scope: Scope) -> None:
+        for node in statements:
+            kind = type(node)
+            if kind in _FUNCTIONS:
+                scope.bind(node.name)
+                scope.defs[node.name] = node
+                self._function(node, scope)
+            elif kind is ast.ClassDef:
+                scope.bind(node.name)
+                scope.defs[node.name] = node
+                inner = self._new_scope(node, "class", scope)
+                info = self.classes[node] = ClassInfo(node, scope)
+                self._scan(node.body, inner)
+                for child in node.body:
+                    if type(child) in _FUNCTIONS:
+                        info.methods[child.name] = child
+            elif kind is ast.Assign:
+                for target in node.targets:
+                    self._target(target, scope)
+            elif kind is ast.AugAssign or kind is ast.AnnAssign:
+                self._target(node.target, scope)
+            elif kind is ast.For or kind is ast.AsyncFor:
+                self._target(node.target, scope)
+                self._scan(node.body, scope)
+                self._scan(node.orelse, scope)
+            elif kind is ast.While or kind is ast.If:
+                self._scan(node.body, scope)
+                self._scan(node.orelse, scope)
+            elif kind is ast.With or kind is ast.AsyncWith:
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        self._target(item.optional_vars, scope)
+                self._scan(node.body, scope)
+            elif kind is ast.Try or kind.__name__ == "TryStar":
+                self._scan(node.body, scope)
+                for handler in node.handlers:
+                    if handler.name:
+                        scope.bind(handler.name)
+                    self._scan(handler.body, scope)
+                self._scan(node.orelse, scope)
+                self._scan(node.finalbody, scope)
+            elif kind is ast.Import:
+                for alias in node.names:
+                    name = alias.asname or alias.name.split(".")[0]
+                    scope.bind(name)
+                    scope.imports[name] = alias.name if alias.asname else name
+            elif kind is ast.ImportFrom:
+                module = "." * node.level + (node.module or "")
+                for alias in node.names:
+                    if alias.name == "*":
+                        scope.stars.append(module)
+                        continue
+                    name = alias.asname or alias.name
+                    scope.bind(name)
+                    scope.imports[name] = f"{module}.{alias.name}"
+            elif kind is ast.Global or kind is ast.Nonlocal:
+                scope.declared.update(node.names)
+            elif kind is ast.Delete:
+                for target in node.targets:
+                    self._target(target, scope)
+            elif kind is ast.Match:
+                for case in node.cases:
+                    for sub in ast.walk(case.pattern):
+                        name = getattr(sub, "name", None) or getattr(sub, "rest", None)
+                        if isinstance(name, str):
+                            scope.bind(name)
+                    self._scan(case.body, scope)
+
+    def _new_scope(self, node: ast.AST, kind: str, parent: Scope) -> Scope:
+        scope = self.scopes[node] = Scope(node, kind, parent)
+        self._positions.append((scope.start, scope))
+        return scope
+
+    def _function(self, node: ast.AST, parent: Scope) -> None:
+        scope = self._new_scope(node, "function", parent)
+        args = node.args
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if arg is not None:
+                scope.bind(arg.arg)
+        if scope.cls is not None:
+            positional = [*args.posonlyargs, *args.args]
+            decorators = {_chain(d) for d in node.decorator_list}
+            if positional and "staticmethod" not in decorators:
+                scope.self_name = positional[0].arg
+        self._scan(node.body, scope)
+        if scope.cls is not None and scope.self_name:
+            info_stores = self._self_stores(node, scope.self_name)
+            cls_info = self.classes.get(scope.cls)
+            if cls_info is None:  # the class info is made after its body is scanned
+                self._pending_stores.append((scope.cls, node.name, info_stores))
+            else:
+                for attr in info_stores:
+                    cls_info.stores.setdefault(attr, set()).add(node.name)
+
+    def _target(self, target: ast.AST, scope: Scope) -> None:
+        kind = type(target)
+        if kind is ast.Name:
+            scope.bind(target.id)
+        elif kind is ast.Tuple or kind is ast.List:
+            for element in target.elts:
+                self._target(element, scope)
+        elif kind is ast.Starred:
+            self._target(target.value, scope)
+
+    def _self_stores(self, function: ast.AST, self_name: str) -> set[str]:
+        """Attributes ``self.X`` a method assigns (directly, in its own body)."""
+        stores = set()
+        stack = list(function.body)
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind in _FUNCTIONS or kind is ast.ClassDef:
+                continue
+            targets = ()
+            if kind is ast.Assign:
+                targets = node.targets
+            elif kind is ast.AugAssign or kind is ast.AnnAssign:
+                targets = (node.target,)
+            elif kind is ast.For or kind is ast.AsyncFor:
+                targets = (node.target,)
+            for target in targets:
+                for sub in ast.walk(target):
+                    if type(sub) is ast.Attribute and type(sub.value) is ast.Name and sub.value.id == self_name:
+                        stores.add(sub.attr)
+            if kind is ast.Expr and type(node.value) is ast.Call:
+                call = node.value
+                if type(call.func) is ast.Attribute and call.func.attr in ("register_buffer", "register_parameter", "add_module"):
+                    if call.args and type(call.args[0]) is ast.Constant and isinstance(call.args[0].value, str):
+                        stores.add(call.args[0].value)
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                stack.extend(getattr(node, field, ()))
+        return stores
+
+    def _walrus(self) -> None:
+        """``(x := ...)`` binds in the enclosing function, even inside a comprehension."""
+        for node in ast.walk(self.tree):
+            if type(node) is ast.NamedExpr and type(node.target) is ast.Name:
+                scope = self.scope_at((node.lineno, node.col_offset), sorted_ready=False)
+                while scope.kind == "class":
+                    scope = scope.parent
+                scope.bind(node.target.id)
+
+    # -- where a node is --------------------------------------------------------------
+
+    def scope_at(self, position: tuple[int, int], sorted_ready: bool = True) -> Scope:
+        """The innermost scope whose span holds ``position``."""
+        if not sorted_ready:
+            candidates = [s for p, s in self._positions if s.contains(position)]
+            return max(candidates, key=lambda s: s.start) if candidates else self.module
+        i = bisect.bisect_right(self._starts, position) - 1
+        if i < 0:
+            return self.module
+        scope: Scope | None = self._positions[i][1]
+        while scope is not None and scope is not self.module and not scope.contains(position):
+            scope = scope.parent
+        return scope or self.module
+
+    # -- static names, for facts needed before any interpretation ---------------------
+
+    def static_name(self, node: ast.AST, scope: Scope) -> str | None:
+        """The qualified name an expression refers to through imports, or the
+        local class it names (``"<local>.Net"``), without interpretation."""
+        chain = _chain(node)
+        if chain is None:
+            return None
+        root, _, rest = chain.partition(".")
+        current: Scope | None = scope
+        while current is not None:
+            if root in current.counts and root not in current.declared:
+                if current.counts[root] == 1 and root in current.imports:
+                    base = current.imports[root]
+                    return f"{base}.{rest}" if rest else base
+                return chain
+            current = current.outer
+        if root in _BUILTIN_NAMES:
+            return None
+        for star in self.module.stars:
+            if star.startswith("torch"):
+                return f"{star}.{chain}"
+        return None
+
+    def local_class(self, node: ast.AST, scope: Scope) -> ast.ClassDef | None:
+        """The class of this file a name refers to (bound once, by its class statement)."""
+        if type(node) is not ast.Name:
+            return None
+        current: Scope | None = scope
+        while current is not None:
+            if node.id in current.counts and node.id not in current.declared:
+                found = current.defs.get(node.id) if current.counts[node.id] == 1 else None
+                return found if type(found) is ast.ClassDef else None
+            current = current.outer
+        return None
+
+    def _resolve_classes(self) -> None:
+        for cls, method, stores in self._pending_stores:
+            info = self.classes[cls]
+            for attr in stores:
+                info.stores.setdefault(attr, set()).add(method)
+        for info in self.classes.values():
+            for base in info.node.bases:
+                local = self.local_class(base, info.scope)
+                if local is not None:
+                    info.local_bases.append(local)
+                else:
+                    name = self.static_name(base, info.scope)
+                    if name:
+                        info.bases.append(name)
+        changed = True
+        while changed:  # a class may derive from a module class defined later
+            changed = False
+            for info in self.classes.values():
+                if info.is_module:
+                    continue
+                if any(_is_torch_module_class(b) for b in info.bases) or any(self.classes[b].is_module for b in info.local_bases if b in self.classes):
+                    info.is_module = True
+                    changed = True
+        for info in self.classes.values():
+            if info.is_module:
+                self._ownership(info)
+
+    def _ownership(self, info: ClassInfo) -> None:
+        """Whether a module class evidently owns parameters or buffers, and the
+        text that names its device inside its methods."""
+        seen: set[ast.ClassDef] = set()
+
+        def inherited(info: ClassInfo, attribute: str):
+            for base in info.local_bases:
+                base_info = self.classes.get(base)
+                if base_info is not None and base not in seen:
+                    seen.add(base)
+                    if base_info.own_text is None and not base_info.owns:
+                        self._ownership(base_info)
+                    yield getattr(base_info, attribute)
+
+        info.device_property = any(b in DEVICE_PROPERTY_BASES for b in info.bases) or any(inherited(info, "device_property"))
+        layer_bases = [b for b in info.bases if _is_torch_module_class(b) and b != "torch.nn.Module"]
+        owns = bool(layer_bases) and not all(b.split(".")[-1] in PARAM_FREE_LAYERS for b in layer_bases)
+        own_text = None
+        anything_stored = bool(info.stores)
+        init = info.methods.get("__init__")
+        for method in info.methods.values():
+            scope = self.scopes[method]
+            self_name = scope.self_name
+            if not self_name:
+                continue
+            for statement in method.body if method is init else ():
+                attr = self._direct_parameter(statement, self_name, scope)
+                if attr is not None and own_text is None:
+                    own_text = f"{self_name}.{attr}.device"
+            if not owns:
+                owns = self._stores_module(method, self_name, scope)
+        owns = owns or any(inherited(info, "owns"))
+        info.owns = owns or info.device_property
+        if info.device_property:
+            info.own_text = "self.device"
+        elif own_text is not None:
+            info.own_text = own_text.replace(f"{self.scopes[init].self_name}.", "self.", 1) if init else own_text
+        elif info.owns:
+            info.own_text = "next(self.parameters()).device"
+        info.param_free = not info.owns and not anything_stored and not layer_bases and not info.local_bases
+
+    def _direct_parameter(self, statement: ast.stmt, self_name: str, scope: Scope) -> str | None:
+        """``self.w = nn.Parameter(...)`` or ``self.register_buffer("w", <tensor>)``
+        run unconditionally in ``__init__``: the attribute name."""
+        if type(statement) is ast.Assign and len(statement.targets) == 1:
+            target, value = statement.targets[0], statement.value
+            if type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == self_name and type(value) is ast.Call:
+                if self.static_name(value.func, scope) in NN_PARAMETERS:
+                    return target.attr
+        if type(statement) is ast.Expr and type(statement.value) is ast.Call:
+            call = statement.value
+            func = call.func
+            if type(func) is ast.Attribute and func.attr in ("register_buffer", "register_parameter") and _chain(func.value) == self_name:
+                if len(call.args) >= 2 and type(call.args[0]) is ast.Constant and isinstance(call.args[0].value, str):
+                    if not (type(call.args[1]) is ast.Constant and call.args[1].value is None):
+                        return call.args[0].value
+        return None
+
+    def _stores_module(self, method: ast.AST, self_name: str, scope: Scope) -> bool:
+        for node in ast.walk(method):
+            if type(node) is ast.Call:
+                func = node.func
+                if type(func) is ast.Attribute and func.attr in ("register_buffer", "register_parameter", "add_module") and _chain(func.value) == self_name:
+                    return True
+            elif type(node) is ast.Assign and type(node.value) is ast.Call:
+                if not any(type(t) is ast.Attribute and _chain(t.value) == self_name for t in node.targets):
+                    continue
+                name = self.static_name(node.value.func, scope) or ""
+                if name in NN_PARAMETERS or _is_model_builder(name, node.value):
+                    return True
+                if _is_torch_module_class(name) and name.split(".")[-1] not in PARAM_FREE_LAYERS:
+                    return True
+                local = self.local_class(node.value.func, scope)
+                if local is not None and local in self.classes and self.classes[local].is_module:
+                    return True
+        return False
+
+    def _sets_default_device(self) -> bool:
+        for node in ast.walk(self.tree):
+            if type(node) is ast.Call:
+                chain = _chain(node.func) or ""
+                if chain.rsplit(".", 1)[-1] in ("set_default_device", "set_default_tensor_type"):
+                    return True
+        return False
+
+
+# ---------------------------------------------------------------------------
+# Findings
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sink:
+    """Where a value meets a device it does not live on.
+
+    ``kind``: ``"module-input"`` (a host value passed to a module on a device),
+    ``"operand"`` (a host value combined with a device tensor by an operator,
+    comparison, ``torch.*`` function or tensor method), ``"numpy"`` (a value that
+    may live on a device reaches ``.numpy()`` / ``np.array``). ``node``: the call
+    or operation. ``value``: the expression on the wrong side (on the host; for
+    ``"numpy"``, the one that may be on a device). ``origins``: where that value
+    was made or bound (a factory call, a loader loop's target, a ``from_numpy``
+    call, a parameter): where a fix goes. ``other``: the module or operand on
+    the device. ``device``: source text naming the device to move ``value`` to,
+    valid at ``node``; None when nothing in reach names it (and for ``"numpy"``).
+    """
+
+    kind: str
+    node: ast.AST
+    value: ast.expr
+    origins: tuple
+    other: ast.expr | None
+    device: str | None
+
+
+# ---------------------------------------------------------------------------
+# The interpreter
+# ---------------------------------------------------------------------------
+
+_MAX_ITERATIONS = 4
+_MAX_PARTS_DEPTH = 3
+_MAX_INLINE_DEPTH = 2
+
+
+def _depth(value: Value) -> int:
+    depth = 0
+    while isinstance(value.parts, Parts) and depth <= _MAX_PARTS_DEPTH:
+        depth += 1
+        value = value.parts.elem
+    return depth
+
+
+def _container(what_of_elements: list[Value], items: tuple, elem: Value) -> Value:
+    """A tuple, list or dict value: a BATCH when every element is a tensor or batch."""
+    places = frozenset()
+    for element in what_of_elements:
+        if element.what in _TENSORISH:
+            places |= element.places
+    if what_of_elements and all(e.what in (What.TENSOR, What.BATCH) for e in what_of_elements):
+        what = What.BATCH
+    elif all(e.what is What.SCALAR for e in what_of_elements):
+        what = What.SCALAR
+    else:
+        what = What.UNKNOWN
+    return Value(what, _cap(places), Parts(elem, items))
+
+
+def _settle(value: Value, origin: ast.AST) -> Value:
+    """A loader batch's part gets the binding it is first bound to as origin."""
+    if not any(o is PENDING for _, o in value.places):
+        return value
+    places = frozenset((p, origin if o is PENDING else o) for p, o in value.places)
+    return value.but(places=places)
+
+
+def _settle_to_expression(places: frozenset, node: ast.AST) -> tuple:
+    return tuple(sorted({node if o is PENDING else o for p, o in places if p is HOST and o is not None}, key=_position))
+
+
+def _position(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+class _Run:
+    """One abstract interpretation of one scope's body.
+
+    ``record``: keep every expression's value and the sinks (the run queries
+    use). ``summaries``: use other functions' summaries and class facts (off
+    for the module-level prepass that gives functions their globals)."""
+
+    def __init__(self, flow: "FileFlow", scope: Scope, params: dict[str, Value], *, record: bool, summaries: bool, in_init: bool = False, depth: int = 0, watch: ast.stmt | None = None) -> None:
+        self.flow = flow
+        self.index = flow._index
+        self.scope = scope
+        self.record = record
+        self.summaries = summaries
+        self.in_init = in_init
+        self.depth = depth
+        self.watch = watch
+        self.watched: dict | None = None
+        self.values: dict[ast.AST, Value] = {}
+        self.sinks: dict[tuple, Sink] = {}
+        self.returns: Value | None = None
+        self.exits: dict | None = None  # the state where the body ends or returns
+        self.generator = False
+        self.flag_tests: list[ast.AST] = []
+        self.calls: dict[ast.Call, tuple] = {}
+        self.discarded: dict[str, frozenset] = {}  # chain -> where a discarded .to() would put it
+        self.params = params
+        self._loops: list[tuple[list, list]] = []
+        self._default_device = 0
+        self._dotted_roots: set[str] = set()
+        self.cls_info = flow._index.classes.get(scope.cls) if scope.cls is not None else None
+
+    # -- running ---------------------------------------------------------------------
+
+    def run(self) -> "_Run":
+        node = self.scope.node
+        state = dict(self.params)
+        if self.record and self.scope.kind == "function":
+            args = node.args
+            for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+                if arg is not None and arg.arg in state:
+                    self.values[arg] = state[arg.arg]
+        state = self.block(node.body, state)
+        if state is not None:
+            self.returns = join(self.returns, SCALAR_VALUE)
+            self.exits = _join_states(self.exits, state)
+        return self
+
+    def block(self, statements: list[ast.stmt], state: dict | None) -> dict | None:
+        handlers = _STATEMENTS
+        for statement in statements:
+            if state is None:
+                return None
+            if statement is self.watch:
+                self.watched = _join_states(self.watched, dict(state))
+            handler = handlers.get(type(statement))
+            if handler is not None:
+                state = handler(self, statement, state)
+        return state
+
+    # -- statements ------------------------------------------------------------------
+
+    def s_expr(self, node: ast.Expr, state: dict) -> dict:
+        value = node.value
+        if type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in MOVES:
+            self.discarded_move(value, state)
+        else:
+            self.ev(value, state)
+        return state
+
+    def s_assign(self, node: ast.Assign, state: dict) -> dict:
+        value = self.ev(node.value, state)
+        for target in node.targets:
+            self.bind(target, value, state)
+        return state
+
+    def s_annassign(self, node: ast.AnnAssign, state: dict) -> dict:
+        if node.value is not None:
+            value = self.ev(node.value, state)
+            if value.what is What.UNKNOWN and value.places == UNKNOWN_PLACES:
+                what = self.flow._annotation_what(node.annotation, self.scope)
+                if what is not What.UNKNOWN:
+                    value = value.but(what=what)
+            self.bind(node.target, value, state)
+        return state
+
+    def s_augassign(self, node: ast.AugAssign, state: dict) -> dict:
+        left = self.load_target(node.target, state)
+        right = self.ev(node.value, state)
+        result = self.combine(node, [(node.target, left), (node.value, right)], state)
+        if result.what is What.SCALAR and left.what is not What.SCALAR:
+            result = left if left.what in (What.TENSOR, What.ARRAY) else UNKNOWN_VALUE
+        self.bind(node.target, result, state, settle=False)
+        return state
+
+    def s_if(self, node: ast.If, state: dict) -> dict | None:
+        self.ev(node.test, state)
+        self._note_flag(node.test)
+        taken = self.block(node.body, dict(state))
+        skipped = self.block(node.orelse, state)
+        return _join_states(taken, skipped)
+
+    def s_for(self, node: ast.For, state: dict) -> dict | None:
+        element = self.element(self.ev(node.iter, state))
+        target = node.target
+
+        def enter(body_state: dict) -> dict:
+            self.bind(target, element, body_state)
+            return body_state
+
+        return self.loop(node, state, enter, None)
+
+    def s_while(self, node: ast.While, state: dict) -> dict | None:
+        self._note_flag(node.test)
+        forever = type(node.test) is ast.Constant and bool(node.test.value)
+
+        def enter(body_state: dict) -> dict:
+            self.ev(node.test, body_state)
+            return body_state
+
+        return self.loop(node, state, enter, forever)
+
+    def loop(self, node: ast.AST, entry: dict, enter, forever: bool | None) -> dict | None:
+        head = entry
+        breaks: list = []
+        for iteration in range(_MAX_ITERATIONS + 1):
+            self._loops.append(([], []))
+            end = self.block(node.body, enter(dict(head)))
+            breaks, continues = self._loops.pop()
+            back = end
+            for other in continues:
+                back = _join_states(back, other)
+            new_head = _join_states(entry, back)
+            if new_head == head:
+                break
+            if iteration == _MAX_ITERATIONS - 1:
+                # widen: what still changes becomes unknown, then one more pass
+                new_head = {k: (v if head.get(k) == v else UNKNOWN_VALUE.but(flags=v.flags & MAYBE_UNBOUND)) for k, v in new_head.items()}
+            head = new_head
+        if forever:
+            after = None
+        else:
+            if type(node) is ast.While:
+                self.ev(node.test, head)
+            after = self.block(node.orelse, dict(head)) if node.orelse else head
+        for other in breaks:
+            after = _join_states(after, other)
+        return after
+
+    def s_with(self, node: ast.With, state: dict) -> dict | None:
+        sets_default = 0
+        for item in node.items:
+            value = self.ev(item.context_expr, state)
+            if value.what is What.DEVICE:
+                sets_default += 1  # `with torch.device("cuda"):` moves factories
+            if item.optional_vars is not None:
+                self.bind(item.optional_vars, UNKNOWN_VALUE, state)
+        self._default_device += sets_default
+        state = self.block(node.body, state)
+        self._default_device -= sets_default
+        return state
+
+    def s_try(self, node: ast.Try, state: dict) -> dict | None:
+        before = dict(state)
+        after_body = self.block(node.body, state)
+        # an exception may come anywhere in the body: approximated by its start and end
+        raised = _join_states(before, after_body)
+        outcomes = [self.block(node.orelse, after_body) if after_body is not None else None]
+        for handler in node.handlers:
+            if handler.type is not None:
+                self.ev(handler.type, raised)
+            entered = dict(raised)
+            if handler.name:
+                entered[handler.name] = UNKNOWN_VALUE
+            outcomes.append(self.block(handler.body, entered))
+        after = None
+        for outcome in outcomes:
+            after = _join_states(after, outcome)
+        if node.finalbody:
+            finished = self.block(node.finalbody, dict(after if after is not None else raised))
+            return finished if after is not None else None
+        return after
+
+    def s_return(self, node: ast.Return, state: dict) -> None:
+        value = self.ev(node.value, state) if node.value is not None else SCALAR_VALUE
+        self.returns = join(self.returns, value)
+        self.exits = _join_states(self.exits, state)
+        return None
+
+    def s_raise(self, node: ast.Raise, state: dict) -> None:
+        if node.exc is not None:
+            self.ev(node.exc, state)
+        return None
+
+    def s_break(self, node: ast.Break, state: dict) -> None:
+        if self._loops:
+            self._loops[-1][0].append(state)
+        return None
+
+    def s_continue(self, node: ast.Continue, state: dict) -> None:
+        if self._loops:
+            self._loops[-1][1].append(state)
+        return None
+
+    def s_assert(self, node: ast.Assert, state: dict) -> dict:
+        self.ev(node.test, state)
+        return state
+
+    def s_delete(self, node: ast.Delete, state: dict) -> dict:
+        for target in node.targets:
+            chain = _chain(target)
+            if chain is not None:
+                state.pop(chain, None)
+                self._kill(chain, state)
+        return state
+
+    def s_function(self, node: ast.AST, state: dict) -> dict:
+        transparent = all(self.flow._qualified(d, self.scope) in TRANSPARENT_DECORATORS for d in node.decorator_list)
+        state[node.name] = Value(What.UNKNOWN, ref=node if transparent else None)
+        return state
+
+    def s_class(self, node: ast.ClassDef, state: dict) -> dict:
+        state[node.name] = Value(What.UNKNOWN, ref=node)
+        return state
+
+    def s_import(self, node: ast.Import, state: dict) -> dict:
+        for alias in node.names:
+            if alias.asname:
+                state[alias.asname] = self.flow._ref(alias.name)
+            else:
+                name = alias.name.split(".")[0]
+                state[name] = self.flow._ref(name)
+        return state
+
+    def s_importfrom(self, node: ast.ImportFrom, state: dict) -> dict:
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            if alias.name != "*":
+                state[alias.asname or alias.name] = self.flow._ref(f"{module}.{alias.name}")
+        return state
+
+    def s_match(self, node: ast.Match, state: dict) -> dict | None:
+        self.ev(node.subject, state)
+        after = state  # no case may match
+        for case in node.cases:
+            entered = dict(state)
+            for sub in ast.walk(case.pattern):
+                name = getattr(sub, "name", None) or getattr(sub, "rest", None)
+                if isinstance(name, str):
+                    entered[name] = UNKNOWN_VALUE
+            if case.guard is not None:
+                self.ev(case.guard, entered)
+            after = _join_states(after, self.block(case.body, entered))
+        return after
+
+    # -- binding ---------------------------------------------------------------------
+
+    def bind(self, target: ast.AST, value: Value, state: dict, settle: bool = True) -> None:
+        kind = type(target)
+        if kind is ast.Name:
+            if settle:
+                value = _settle(value, target)
+            if value.flags & MAYBE_UNBOUND:
+                value = value.but(flags=value.flags & ~MAYBE_UNBOUND)
+            state[target.id] = value
+            if target.id in self._dotted_roots:
+                self._kill(target.id, state)
+            if self.record:
+                self._remember(target, value)
+        elif kind is ast.Tuple or kind is ast.List:
+            self._unpack(target.elts, value, state)
+        elif kind is ast.Attribute:
+            chain = _chain(target)
+            if chain is None:
+                self.ev(target.value, state)
+                return
+            if settle:
+                value = _settle(value, target)
+            value = self._attach(target, value, state)
+            if value.flags & MAYBE_UNBOUND:
+                value = value.but(flags=value.flags & ~MAYBE_UNBOUND)
+            state[chain] = value
+            self._dotted_roots.add(_root(chain))
+            self._kill(chain, state)
+            if self.record:
+                self._remember(target, value)
+        elif kind is ast.Subscript:
+            container = self.ev(target.value, state)
+            self.ev(target.slice, state)
+            chain = _chain(target.value)
+            key = target.slice.value if type(target.slice) is ast.Constant else None
+            if chain is not None and isinstance(container.parts, Parts) and isinstance(key, (str, int)):
+                # batch["image"] = batch["image"].to(device)
+                items = tuple((k, v) for k, v in container.parts.items if k != key) + ((key, value),)
+                state[chain] = container.but(parts=Parts(container.parts.elem, items))
+        elif kind is ast.Starred:
+            self.bind(target.value, value, state, settle)
+
+    def _unpack(self, targets: list, value: Value, state: dict) -> None:
+        parts = value.parts if isinstance(value.parts, Parts) else None
+        items = dict(parts.items) if parts is not None else {}
+        star = next((i for i, t in enumerate(targets) if type(t) is ast.Starred), None)
+        length = len(targets)
+        known_length = None
+        if items and all(isinstance(k, int) for k in items) and sorted(items) == list(range(len(items))):
+            known_length = len(items)
+        for i, target in enumerate(targets):
+            if parts is not None:
+                key = i
+                if star is not None and i > star and known_length is not None:
+                    key = known_length - (length - i)
+                part = items.get(key, parts.elem) if not (star is not None and i == star) else Value(value.what, value.places, Parts(parts.elem))
+                if part is NOTHING:
+                    part = UNKNOWN_VALUE
+            elif value.what is What.TENSOR:
+                part = value.but(flags=value.flags & ~ZERO_DIM)  # unbinding along the first dimension
+            else:
+                part = UNKNOWN_VALUE
+            self.bind(target, part, state)
+
+    def _attach(self, target: ast.Attribute, value: Value, state: dict) -> Value:
+        """``self.fc = nn.Linear(...)`` in an nn.Module: submodules, parameters
+        and buffers live where the module lives."""
+        info = self.cls_info
+        if info is None or not info.is_module or type(target.value) is not ast.Name or target.value.id != self.scope.self_name:
+            return value
+        if value.what is What.MODULE or value.flags & FOLLOWS_MODULE:
+            own = self.flow._self_places(info.node)
+            return value.but(places=own, flags=value.flags | FOLLOWS_MODULE)
+        return value
+
+    def _kill(self, root: str, state: dict) -> None:
+        prefix = root + "."
+        for key in [k for k in state if k.startswith(prefix)]:
+            del state[key]
+
+    def load_target(self, target: ast.AST, state: dict) -> Value:
+        kind = type(target)
+        if kind is ast.Name:
+            return self.e_name(target, state)
+        if kind is ast.Attribute:
+            chain = _chain(target)
+            if chain is not None and chain in state:
+                return state[chain]
+            return self.attribute(self.ev(target.value, state), target.attr, target, chain, state)
+        if kind is ast.Subscript:
+            return self.subscript(self.ev(target.value, state), target, state)
+        return UNKNOWN_VALUE
+
+    # -- expressions -----------------------------------------------------------------
+
+    def ev(self, node: ast.AST, state: dict) -> Value:
+        handler = _EXPRESSIONS.get(type(node))
+        value = handler(self, node, state) if handler is not None else UNKNOWN_VALUE
+        if self.record:
+            self._remember(node, value)
+        return value
+
+    def _note_call(self, node: ast.Call, positional: list[Value], keywords: dict) -> None:
+        """The arguments a call of a function of this file passes, for its context."""
+        old = self.calls.get(node)
+        if old is not None:
+            positional = [join(a, b) for a, b in zip(old[0], positional)]
+            keywords = {k: join(old[1].get(k), v) for k, v in keywords.items()}
+        self.calls[node] = (positional, keywords)
+
+    def _remember(self, node: ast.AST, value: Value) -> None:
+        old = self.values.get(node)
+        self.values[node] = value if old is None or old is value else join(old, value)
+
+    def e_constant(self, node: ast.Constant, state: dict) -> Value:
+        value = node.value
+        if type(value) is str:
+            return self.flow._device_string(value) or SCALAR_VALUE
+        return SCALAR_VALUE
+
+    def e_name(self, node: ast.Name, state: dict) -> Value:
+        value = state.get(node.id)
+        if value is None:
+            if node.id in self.scope.locals:
+                return UNKNOWN_VALUE  # not bound yet on any path
+            value = self.flow._free(self.scope, node.id)
+        if value.what is What.DEVICE:
+            return self._named_device(value, node.id)
+        return value
+
+    def _named_device(self, value: Value, text: str) -> Value:
+        """A name bound to a device names it: ``device`` after
+        ``device = "cuda" if ... else "cpu"`` is ``Device(device)``, on every path."""
+        host, device, _ = _kinds(value)
+        if not device:
+            return value
+        home = self.flow._home(self.scope, _root(text))
+        places = frozenset((Device(text, home), None) if p is HOST or type(p) is Device else (p, o) for p, o in value.places)
+        return value.but(places=places)
+
+    def e_attribute(self, node: ast.Attribute, state: dict) -> Value:
+        chain = _chain(node)
+        if chain is not None and chain in state:
+            value = state[chain]
+            return self._named_device(value, chain) if value.what is What.DEVICE else value
+        base = self.ev(node.value, state)
+        value = self.attribute(base, node.attr, node, chain, state)
+        if chain is not None and type(base.ref) is Instance:
+            # what class facts say, kept in the state so branches that set it join with it
+            state[chain] = value
+            self._dotted_roots.add(_root(chain))
+        return value
+
+    def attribute(self, base: Value, attr: str, node: ast.AST, chain: str | None, state: dict) -> Value:
+        ref = base.ref
+        if type(ref) is str:
+            return self.flow._ref(f"{ref}.{attr}")
+        if type(ref) is Instance:
+            found = self.flow._instance_attribute(self, base, attr, chain)
+            if found is not None:
+                return found
+        what = base.what
+        if attr == "device":
+            return self._device_of(base, node)
+        if what is What.TENSOR:
+            if attr in TENSOR_SAME_ATTRIBUTES:
+                return base
+            if attr in TENSOR_SCALAR_ATTRIBUTES:
+                return SCALAR_VALUE
+            return Value(What.UNKNOWN, base.places)  # a model output's .logits, .last_hidden_state
+        if what is What.MODULE:
+            if attr in ("weight", "bias") and not base.flags & PARAM_FREE:
+                return Value(What.TENSOR, base.places, flags=FOLLOWS_MODULE)
+            if attr == "module" and base.flags & MOVES_INPUTS:  # DataParallel(model).module
+                return base.but(flags=base.flags & ~MOVES_INPUTS)
+            if attr == "training":
+                return SCALAR_VALUE
+            return UNKNOWN_VALUE
+        if what is What.ARRAY:
+            return SCALAR_VALUE if attr in ("shape", "ndim", "dtype", "size") else base
+        if attr in TENSOR_SCALAR_ATTRIBUTES and attr != "grad_fn":
+            return SCALAR_VALUE
+        return UNKNOWN_VALUE
+
+    def _device_of(self, base: Value, node: ast.Attribute) -> Value:
+        """``x.device``: names where ``x`` lives; ``args.device``: a configured device."""
+        owner = _chain(node.value)
+        home = self.flow._home(self.scope, _root(owner)) if owner else None
+        if base.what in (What.TENSOR, What.MODULE, What.BATCH) or (base.what is What.UNKNOWN and base.places and base.places != UNKNOWN_PLACES):
+            places = set()
+            for placement, origin in base.places:
+                if placement is HOST or type(placement) is Device:
+                    places.add((placement, origin))
+                elif type(placement) is SameAs:
+                    places.add((placement, origin))
+                elif owner is not None:
+                    places.add((SameAs(owner, home), origin))
+                else:
+                    places.add((UNKNOWN, None))
+            return Value(What.DEVICE, frozenset(places) or UNKNOWN_PLACES)
+        if owner is not None and (_root(owner) in CONFIG_NAMES or (owner == self.scope.self_name and not (self.cls_info and self.cls_info.is_module))):
+            return Value(What.DEVICE, frozenset({(Device(f"{owner}.device", home), None)}))
+        if owner is not None:
+            return Value(What.DEVICE, frozenset({(SameAs(owner, home), None)}))
+        return Value(What.DEVICE, UNKNOWN_PLACES)
+
+    def e_subscript(self, node: ast.Subscript, state: dict) -> Value:
+        return self.subscript(self.ev(node.value, state), node, state)
+
+    def subscript(self, container: Value, node: ast.Subscript, state: dict) -> Value:
+        self.ev(node.slice, state)
+        what = container.what
+        if isinstance(container.parts, Parts):
+            index = node.slice
+            if type(index) is ast.Slice:
+                return container
+            key = index.value if type(index) is ast.Constant else None
+            if type(key) is int and key < 0:
+                ints = [k for k, _ in container.parts.items if type(k) is int]
+                if ints and sorted(ints) == list(range(len(ints))):
+                    key = len(ints) + key
+            for k, part in container.parts.items:
+                if k == key:
+                    return part
+            elem = container.parts.elem
+            return UNKNOWN_VALUE if elem is NOTHING else elem
+        if what is What.TENSOR:
+            return container.but(flags=container.flags & ~(ZERO_DIM | FOLLOWS_MODULE))
+        if what is What.ARRAY or what is What.SCALAR:
+            return container if what is What.ARRAY else SCALAR_VALUE
+        if what is What.UNKNOWN and container.places and container.places != UNKNOWN_PLACES and container.ref is None:
+            return Value(What.UNKNOWN, container.places)
+        return UNKNOWN_VALUE
+
+    def e_starred(self, node: ast.Starred, state: dict) -> Value:
+        return self.ev(node.value, state)
+
+    def e_sequence(self, node: ast.AST, state: dict) -> Value:
+        values = [self.ev(element, state) for element in node.elts]
+        if any(type(e) is ast.Starred for e in node.elts):
+            elem = _join_all(values) or NOTHING
+            return _container(values, (), elem)
+        trimmed = [v if _depth(v) < _MAX_PARTS_DEPTH else v.but(parts=None) for v in values]
+        elem = _join_all(trimmed) or NOTHING
+        return _container(trimmed, tuple(enumerate(trimmed)), elem)
+
+    def e_dict(self, node: ast.Dict, state: dict) -> Value:
+        items = []
+        values = []
+        for key, value_node in zip(node.keys, node.values):
+            value = self.ev(value_node, state)
+            if key is None:  # {**other}
+                values.append(value.parts.elem if isinstance(value.parts, Parts) else value)
+                continue
+            self.ev(key, state)
+            if _depth(value) >= _MAX_PARTS_DEPTH:
+                value = value.but(parts=None)
+            values.append(value)
+            if type(key) is ast.Constant and isinstance(key.value, (str, int)):
+                items.append((key.value, value))
+        return _container(values, tuple(items), _join_all(values) or NOTHING)
+
+    def e_set(self, node: ast.Set, state: dict) -> Value:
+        for element in node.elts:
+            self.ev(element, state)
+        return UNKNOWN_VALUE
+
+    def e_comprehension(self, node: ast.AST, state: dict) -> Value:
+        inner = dict(state)
+        for generator in node.generators:
+            self.bind(generator.target, self.element(self.ev(generator.iter, inner)), inner)
+            for condition in generator.ifs:
+                self.ev(condition, inner)
+        if type(node) is ast.DictComp:
+            self.ev(node.key, inner)
+            element = self.ev(node.value, inner)
+        else:
+            element = self.ev(node.elt, inner)
+        if _depth(element) >= _MAX_PARTS_DEPTH:
+            element = element.but(parts=None)
+        what = What.BATCH if element.what in (What.TENSOR, What.BATCH) else What.SCALAR if element.what is What.SCALAR else What.UNKNOWN
+        places = element.places if element.what in _TENSORISH else NO_PLACES
+        return Value(what, places, Parts(element))
+
+    def e_unaryop(self, node: ast.UnaryOp, state: dict) -> Value:
+        operand = self.ev(node.operand, state)
+        if type(node.op) is ast.Not:
+            return SCALAR_VALUE
+        if operand.what in (What.TENSOR, What.ARRAY, What.SCALAR):
+            return operand
+        return UNKNOWN_VALUE
+
+    def e_binop(self, node: ast.BinOp, state: dict) -> Value:
+        left = self.ev(node.left, state)
+        right = self.ev(node.right, state)
+        return self.combine(node, [(node.left, left), (node.right, right)], state)
+
+    def e_boolop(self, node: ast.BoolOp, state: dict) -> Value:
+        return _join_all([self.ev(value, state) for value in node.values])
+
+    def e_compare(self, node: ast.Compare, state: dict) -> Value:
+        operands = [(node.left, self.ev(node.left, state))]
+        operands += [(c, self.ev(c, state)) for c in node.comparators]
+        if any(type(op) in (ast.Is, ast.IsNot, ast.In, ast.NotIn) for op in node.ops):
+            return SCALAR_VALUE
+        result = self.combine(node, operands, state)
+        return result if result.what is What.TENSOR else SCALAR_VALUE
+
+    def e_ifexp(self, node: ast.IfExp, state: dict) -> Value:
+        self.ev(node.test, state)
+        self._note_flag(node.test)
+        return join(self.ev(node.body, state), self.ev(node.orelse, state))
+
+    def e_namedexpr(self, node: ast.NamedExpr, state: dict) -> Value:
+        value = self.ev(node.value, state)
+        self.bind(node.target, value, state)
+        return value
+
+    def e_joinedstr(self, node: ast.AST, state: dict) -> Value:
+        return SCALAR_VALUE
+
+    def e_lambda(self, node: ast.Lambda, state: dict) -> Value:
+        return UNKNOWN_VALUE
+
+    def e_await(self, node: ast.AST, state: dict) -> Value:
+        if getattr(node, "value", None) is not None:
+            self.ev(node.value, state)
+        if type(node) is not ast.Await:
+            self.generator = True
+        return UNKNOWN_VALUE
+
+    def e_slice(self, node: ast.Slice, state: dict) -> Value:
+        for part in (node.lower, node.upper, node.step):
+            if part is not None:
+                self.ev(part, state)
+        return SCALAR_VALUE
+
+    def _note_flag(self, test: ast.AST) -> None:
+        """Remember chains tested like flags (``if args.cuda:``), for device_at."""
+        if not self.record:
+            return
+        tests = test.values if type(test) is ast.BoolOp else [test]
+        for sub in tests:
+            if type(sub) is ast.UnaryOp and type(sub.op) is ast.Not:
+                sub = sub.operand
+            chain = _chain(sub)
+            if chain is not None and chain.rsplit(".", 1)[-1] in FLAG_NAMES:
+                self.flag_tests.append(sub)
+
+    # -- combining tensors -----------------------------------------------------------
+
+    def combine(self, node: ast.AST, operands: list[tuple[ast.AST, Value]], state: dict) -> Value:
+        """An operation on tensors: a finding where they live apart; the result
+        lives on the device side (where it would live once the code runs)."""
+        tensors = [(n, v) for n, v in operands if v.what in _TENSORISH and v.places and type(v.ref) is not str]
+        if not tensors or all(v is UNKNOWN_VALUE for _, v in tensors):
+            if any(v.what is What.ARRAY for _, v in operands):
+                return next(v for _, v in operands if v.what is What.ARRAY)
+            if all(v.what is What.SCALAR for _, v in operands):
+                return SCALAR_VALUE
+            return UNKNOWN_VALUE
+        if self.record and len(tensors) > 1:
+            for host_node, host in tensors:
+                for device_node, device in tensors:
+                    if device_node is not host_node and _apart(host, device):
+                        self._sink("operand", node, host_node, host, device_node, device, state)
+                        break
+        significant = [v for _, v in tensors if not (v.flags & ZERO_DIM and _kinds(v) == (True, False, False))] or [v for _, v in tensors]
+        on_device = [v for v in significant if _kinds(v) == (False, True, False)]
+        places = frozenset()
+        for value in on_device or significant:
+            places |= value.places
+        what = What.TENSOR if any(v.what is What.TENSOR for _, v in tensors) else What.UNKNOWN
+        zero_dim = ZERO_DIM if all(v.flags & ZERO_DIM for _, v in tensors) and all(v.what in (What.TENSOR, What.SCALAR) for _, v in operands) else 0
+        return Value(what, _cap(places), flags=zero_dim)
+
+    def _sink(self, kind: str, node: ast.AST, value_node: ast.AST, value: Value, other_node: ast.AST | None, other: Value | None, state: dict) -> None:
+        if kind == "numpy":
+            origins = tuple(sorted({o for p, o in value.places if type(p) is Device and o is not None and o is not PENDING}, key=_position))
+            device = None
+        else:
+            origins = _settle_to_expression(value.places, value_node)
+            device = self.flow._device_text(self, other, other_node)
+        key = (node, value_node)
+        if key not in self.sinks:
+            self.sinks[key] = Sink(kind, node, value_node, origins, other_node, device)
+
+    # -- calls -----------------------------------------------------------------------
+
+    def e_call(self, node: ast.Call, state: dict) -> Value:
+        func = node.func
+        if type(func) is ast.Attribute:
+            receiver = self.ev(func.value, state)
+            if type(receiver.ref) is str:
+                name = f"{receiver.ref}.{func.attr}"
+                if self.record:
+                    self._remember(func, self.flow._ref(name))
+                return self.call_named(name, node, state)
+            chain = _chain(func)
+            member = state.get(chain) if chain is not None else None
+            if member is None and type(receiver.ref) is Instance:
+                member = self.flow._instance_attribute(self, receiver, func.attr, chain)
+            if member is not None and (member.what is What.MODULE or isinstance(member.ref, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                if self.record:
+                    self._remember(func, member)
+                if isinstance(member.ref, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    return self.call_function(member.ref, node, state, receiver)
+                return self.call_module(member, func, node, state)
+            return self.method(receiver, func.attr, func.value, node, state)
+        callee = self.ev(func, state)
+        ref = callee.ref
+        if type(ref) is str:
+            return self.call_named(ref, node, state)
+        if type(ref) in _FUNCTIONS:
+            return self.call_function(ref, node, state, None)
+        if type(ref) is ast.ClassDef:
+            return self.construct(ref, node, state)
+        if callee.what is What.MODULE:
+            return self.call_module(callee, func, node, state)
+        positional, keywords = self._arguments(node, state)
+        self._forget_modules(positional, keywords, state)
+        return UNKNOWN_VALUE
+
+    def _arguments(self, node: ast.Call, state: dict) -> tuple[list[Value], dict[str | None, Value]]:
+        positional = [self.ev(arg, state) for arg in node.args]
+        keywords: dict[str | None, Value] = {}
+        for keyword in node.keywords:
+            value = self.ev(keyword.value, state)
+            keywords[keyword.arg] = join(keywords.get(keyword.arg), value)
+        return positional, keywords
+
+    def call_named(self, name: str, node: ast.Call, state: dict) -> Value:
+        positional, keywords = self._arguments(node, state)
+        first = positional[0] if positional else None
+        if name.startswith("torch."):
+            return self.torch_call(name, node, positional, keywords, state)
+        if name.startswith("builtins."):
+            return self.builtin_call(name[9:], node, positional, keywords, state)
+        if name.startswith("numpy."):
+            if name in ("numpy.array", "numpy.asarray", "numpy.asanyarray", "numpy.copy") and first is not None:
+                if first.what in _TENSORISH and _kinds(first)[1]:
+                    self._sink("numpy", node, node.args[0], first, None, None, state)
+            return Value(What.ARRAY, frozenset({(HOST, node)}))
+        if name in DATA_LOADERS:
+            return self.loader(node, positional, keywords)
+        if name in PASS_THROUGH_CALLS:
+            return first if first is not None else UNKNOWN_VALUE
+        if _is_model_builder(name, node):
+            if "device_map" in keywords:
+                return Value(What.MODULE, UNKNOWN_PLACES, frozenset({node}), ("instance", name))
+            return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name))
+        if name.startswith("einops.") and positional:
+            return self.combine(node, list(zip(node.args, positional)), state)
+        self._forget_modules(positional, keywords, state)
+        return UNKNOWN_VALUE
+
+    def torch_call(self, name: str, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+        first = positional[0] if positional else None
+        if name in TENSOR_FACTORIES:
+            return self.factory(name, node, first, keywords)
+        if name in LIKE_FACTORIES:
+            if "device" in keywords:
+                return self._placed(node, keywords["device"])
+            return Value(What.TENSOR, first.places if first is not None and first.what in _TENSORISH else UNKNOWN_PLACES)
+        if name == "torch.device":
+            return self._device_constructor(node, positional, keywords)
+        if name.startswith("torch.cuda.") and name.endswith("Tensor") and name.rsplit(".", 1)[-1][:1].isupper():
+            return Value(What.TENSOR, frozenset({(Device(None), node)}))
+        if name in NN_PARAMETERS:
+            base = first if first is not None and first.what in _TENSORISH else UNKNOWN_VALUE
+            return Value(What.TENSOR, base.places, flags=FOLLOWS_MODULE)
+        if name in MODULE_WRAPPERS:
+            inner = first if first is not None else UNKNOWN_VALUE
+            return Value(What.MODULE, inner.places, inner.parts if isinstance(inner.parts, frozenset) else frozenset({node}), ("instance", name), MOVES_INPUTS)
+        if name in TENSOR_DATASETS:
+            places = frozenset()
+            for value in positional:
+                places |= value.places
+            return Value(What.UNKNOWN, places, ref=("instance", name))
+        if name in DATA_LOADERS:
+            return self.loader(node, positional, keywords)
+        if name in PASS_THROUGH_CALLS:
+            return first if first is not None else UNKNOWN_VALUE
+        if _is_torch_module_class(name):
+            leaf = name.rsplit(".", 1)[-1]
+            free = leaf in PARAM_FREE_LAYERS and not (leaf in WEIGHTED_LOSSES and (positional or "weight" in keywords or "pos_weight" in keywords))
+            if leaf == "Sequential":
+                free = bool(positional) and all(v.what is What.MODULE and v.flags & PARAM_FREE for v in positional)
+            return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name), PARAM_FREE if free else 0)
+        if name in NOT_OPERATIONS or name.startswith(NOT_OPERATION_PREFIXES) or "._" in name or name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
+            if name.startswith(("torch.is_", "torch.cuda.is_", "torch.backends.")) or name in ("torch.numel", "torch.typename"):
+                return SCALAR_VALUE
+            return UNKNOWN_VALUE
+        # an operation: its tensor arguments (and the tensors in list arguments) meet
+        operands = []
+        for arg, value in zip(node.args, positional):
+            if type(arg) in (ast.List, ast.Tuple) and isinstance(value.parts, Parts):
+                operands += [(element, element_value) for element, (_, element_value) in zip(arg.elts, value.parts.items)]
+            elif isinstance(value.parts, Parts) and value.what is not What.LOADER and type(arg) is not ast.Starred:
+                operands.append((arg, value.parts.elem if value.parts.elem is not NOTHING else value))
+            else:
+                operands.append((arg, value))
+        for keyword in node.keywords:
+            if keyword.arg not in ("dim", "out", "dtype", "keepdim") and keyword.arg is not None:
+                operands.append((keyword.value, keywords[keyword.arg]))
+        result = self.combine(node, operands, state)
+        if result.what is not What.TENSOR:  # torch's operations return tensors
+            result = Value(What.TENSOR, result.places if result.places else UNKNOWN_PLACES, flags=result.flags)
+        if name.rsplit(".", 1)[-1] in REDUCTIONS and len(node.args) == 1 and not node.keywords and result.what is What.TENSOR:
+            result = result.but(flags=result.flags | ZERO_DIM)
+        elif result.flags & ZERO_DIM:
+            result = result.but(flags=result.flags & ~ZERO_DIM)
+        return result
+
+    def factory(self, name: str, node: ast.Call, first: Value | None, keywords: dict) -> Value:
+        if "device" in keywords:
+            return self._placed(node, keywords["device"], name == "torch.scalar_tensor" or (name == "torch.tensor" and node.args and _constant_number(node.args[0])))
+        if self._default_device or self.index.default_device_set:
+            return Value(What.TENSOR, UNKNOWN_PLACES)
+        zero_dim = ZERO_DIM if name == "torch.scalar_tensor" or (name in ("torch.tensor", "torch.as_tensor") and node.args and _constant_number(node.args[0])) else 0
+        if name in ("torch.tensor", "torch.as_tensor", "torch.asarray") and first is not None and not zero_dim:
+            if first.what is What.TENSOR or (first.what is What.BATCH and name != "torch.tensor"):
+                return Value(What.TENSOR, first.places)
+            if first.what is What.UNKNOWN:
+                literal = type(node.args[0]) in (ast.List, ast.Tuple) and all(v.what is What.SCALAR for _, v in (first.parts.items if isinstance(first.parts, Parts) else ()))
+                if not literal:
+                    return Value(What.TENSOR, UNKNOWN_PLACES)
+        return Value(What.TENSOR, frozenset({(HOST, node)}), flags=zero_dim)
+
+    def _placed(self, node: ast.Call, device: Value, zero_dim: bool = False) -> Value:
+        places = self._target_places(device, node)
+        return Value(What.TENSOR, places if places is not None else UNKNOWN_PLACES, flags=ZERO_DIM if zero_dim else 0)
+
+    def _device_constructor(self, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
+        arg = positional[0] if positional else keywords.get("type")
+        if arg is None:
+            return Value(What.DEVICE, UNKNOWN_PLACES)
+        if arg.what is What.DEVICE:
+            if all(p is HOST for p, _ in arg.places):
+                return Value(What.DEVICE, frozenset({(HOST, None)}))
+            places = frozenset((Device(self.flow._source(node), self.flow._home(self.scope, "torch")) if type(p) is Device and p.text and p.text.startswith('"') else p, o) for p, o in arg.places)
+            return Value(What.DEVICE, places)
+        return Value(What.DEVICE, frozenset({(Device(self.flow._source(node), self.flow._home(self.scope, _root(self.flow._source(node)))), None)}))
+
+    def _target_places(self, device: Value, node: ast.AST) -> frozenset | None:
+        """Where ``.to(d)`` / ``device=d`` puts a tensor; None when ``d`` is not a device."""
+        if device.what is What.DEVICE:
+            return frozenset((p, node) for p, _ in device.places)
+        if device.what is What.TENSOR:  # x.to(other): other's device (and dtype)
+            return frozenset((p, node) for p, _ in device.places)
+        if type(device.ref) is str and (device.ref in DTYPES or device.ref.startswith("numpy.")):
+            return None
+        if device.ref == "<dtype>" or device.what is What.SCALAR:
+            return None
+        return frozenset({(UNKNOWN, None)})
+
+    def builtin_call(self, name: str, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+        first = positional[0] if positional else None
+        if name == "next" and first is not None:
+            element = self.element(first)
+            return join(element, positional[1]) if len(positional) > 1 else element
+        if name == "iter" and first is not None:
+            return first
+        if name == "enumerate" and first is not None:
+            return Value(What.UNKNOWN, NO_PLACES, Parts(_container([SCALAR_VALUE, self.element(first)], ((0, SCALAR_VALUE), (1, self.element(first))), UNKNOWN_VALUE)))
+        if name == "zip":
+            elements = [self.element(v) for v in positional]
+            return Value(What.UNKNOWN, NO_PLACES, Parts(_container(elements, tuple(enumerate(elements)), _join_all(elements) or NOTHING)))
+        if name in ("list", "tuple", "sorted", "reversed") and first is not None:
+            element = self.element(first)
+            if element is UNKNOWN_VALUE:
+                return UNKNOWN_VALUE
+            return _container([element], (), element) if name in ("sorted", "reversed") or first.what is not What.BATCH else first
+        if name == "range":
+            return Value(What.SCALAR, NO_PLACES, Parts(SCALAR_VALUE))
+        if name == "getattr" and len(node.args) >= 2 and type(node.args[1]) is ast.Constant and isinstance(node.args[1].value, str):
+            return self.attribute(first, node.args[1].value, node, None, state)
+        if name == "abs" and first is not None and first.what is What.TENSOR:
+            return first
+        if name in _SCALAR_BUILTINS:
+            return SCALAR_VALUE
+        return UNKNOWN_VALUE
+
+    def element(self, iterable: Value) -> Value:
+        """What iterating ``iterable`` yields."""
+        if isinstance(iterable.parts, Parts):
+            elem = iterable.parts.elem
+            return UNKNOWN_VALUE if elem is NOTHING else elem
+        if iterable.what is What.TENSOR:
+            return iterable.but(flags=iterable.flags & ~(ZERO_DIM | FOLLOWS_MODULE))
+        if iterable.what is What.ARRAY:
+            return iterable
+        if iterable.what is What.SCALAR:
+            return SCALAR_VALUE
+        return UNKNOWN_VALUE
+
+    def loader(self, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
+        """A DataLoader: its batches live on the host, unless its dataset or
+        collate_fn is seen to hold or move device tensors."""
+        dataset = positional[0] if positional else keywords.get("dataset")
+        collate = keywords.get("collate_fn") if "collate_fn" in keywords else (positional[4] if len(positional) > 4 else None)
+        on_host = True
+        if collate is not None and collate is not SCALAR_VALUE:
+            ref = collate.ref
+            on_host = type(ref) in _FUNCTIONS and not self.flow._mentions_device(ref)
+        if dataset is not None and on_host:
+            if type(dataset.ref) is Instance:
+                on_host = not self.flow._mentions_device(dataset.ref.cls)
+            elif type(dataset.ref) is tuple and dataset.ref[1] in TENSOR_DATASETS:
+                on_host = all(p is HOST for p, _ in dataset.places)
+        if not on_host:
+            return Value(What.LOADER, NO_PLACES, Parts(UNKNOWN_VALUE))
+        return _host_loader()
+
+    def construct(self, cls: ast.ClassDef, node: ast.Call, state: dict) -> Value:
+        positional, keywords = self._arguments(node, state)
+        info = self.index.classes.get(cls)
+        if self.record:
+            self._note_call(node, positional, keywords)
+        if info is not None and info.is_module:
+            flags = PARAM_FREE if info.param_free else 0
+            return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), Instance(cls), flags)
+        return Value(What.UNKNOWN, NO_PLACES, None, Instance(cls))
+
+    def call_function(self, function: ast.AST, node: ast.Call, state: dict, receiver: Value | None) -> Value:
+        positional, keywords = self._arguments(node, state)
+        if self.record:
+            self._note_call(node, positional, keywords)
+        if not self.summaries:
+            return UNKNOWN_VALUE
+        if self.in_init and receiver is not None and receiver.ref == Instance(self.scope.cls) and self.depth < _MAX_INLINE_DEPTH:
+            inlined = self.flow._inline(self, function, node, positional, keywords, state)
+            if inlined is not None:
+                return inlined
+        return self.flow._apply_summary(self, function, node, positional, keywords, receiver, state)
+
+    def call_module(self, module: Value, func: ast.AST, node: ast.Call, state: dict) -> Value:
+        positional, keywords = self._arguments(node, state)
+        inputs = list(zip(node.args, positional)) + [(k.value, keywords[k.arg]) for k in node.keywords]
+        if module.flags & PARAM_FREE:
+            if not inputs:
+                return UNKNOWN_VALUE
+            result = self.combine(node, inputs, state)
+            return result if result.places else UNKNOWN_VALUE
+        if self.record and not module.flags & MOVES_INPUTS:
+            for arg, value in inputs:
+                if _apart(value, module):
+                    self._sink("module-input", node, arg, value, func, module, state)
+        if _kinds(module) == (True, False, False) and any(_kinds(v)[1] for _, v in inputs):
+            # a module on the host fed a device tensor fails here; what it would return is not known
+            return Value(What.TENSOR, UNKNOWN_PLACES)
+        places = frozenset((p, node if o is None else o) for p, o in module.places)
+        return Value(What.TENSOR, places or UNKNOWN_PLACES)
+
+    def discarded_move(self, node: ast.Call, state: dict) -> None:
+        """``m.to(d)`` as a statement: a module moves in place; on a value the
+        code does not show to be a module, a discarded move says it is one only
+        where other calls show it (``m.eval()``)."""
+        receiver_node = node.func.value
+        chain = _chain(receiver_node)
+        value = self.ev(node, state)
+        if chain is None or chain not in state and type(receiver_node) is not ast.Name:
+            return
+        receiver = self.load_target(receiver_node, state) if type(receiver_node) in (ast.Name, ast.Attribute) else UNKNOWN_VALUE
+        if receiver.what is What.UNKNOWN and receiver.ref is None:
+            if self.flow._module_evidence(self.scope, chain):
+                state[chain] = Value(What.MODULE, value.places, frozenset({node}))
+            else:
+                # moves a module in place, does nothing to a tensor: a caller passing a module sees it moved
+                self.discarded[chain] = value.places
+
+    def method(self, receiver: Value, name: str, receiver_node: ast.AST, node: ast.Call, state: dict) -> Value:
+        positional, keywords = self._arguments(node, state)
+        what = receiver.what
+        chain = _chain(receiver_node)
+        if what is What.UNKNOWN and chain is not None and name in MODULE_EVIDENCE and receiver.ref is None:
+            receiver = Value(What.MODULE, receiver.places if receiver.places else UNKNOWN_PLACES, frozenset({node}))
+            state[chain] = receiver
+            what = What.MODULE
+        if what is What.MODULE:
+            return self.module_method(receiver, name, receiver_node, node, positional, keywords, state)
+        if name in ("append", "extend", "insert") and chain is not None and positional and (isinstance(receiver.parts, Parts) or what is What.SCALAR):
+            # xs = []; xs.append(t): a list of what is appended
+            added = positional[-1] if name != "extend" else self.element(positional[-1])
+            parts = receiver.parts if isinstance(receiver.parts, Parts) else Parts(NOTHING)
+            elem = added if parts.elem is NOTHING else join(parts.elem, added)
+            state[chain] = _container([elem], (), elem)
+            return SCALAR_VALUE
+        if type(receiver.ref) is Instance and not (receiver.ref.cls and what is What.MODULE):
+            function = self.flow._method_of(receiver.ref.cls, name)
+            if function is not None:
+                if self.record:
+                    self._note_call(node, positional, keywords)
+                if not self.summaries:
+                    return UNKNOWN_VALUE
+                if self.in_init and receiver.ref == Instance(self.scope.cls) and self.depth < _MAX_INLINE_DEPTH:
+                    inlined = self.flow._inline(self, function, node, positional, keywords, state)
+                    if inlined is not None:
+                        return inlined
+                return self.flow._apply_summary(self, function, node, positional, keywords, receiver, state)
+            return UNKNOWN_VALUE
+        if what is What.TENSOR or (what is What.UNKNOWN and receiver.places and receiver.places != UNKNOWN_PLACES and receiver.ref is None):
+            return self.tensor_method(receiver, name, receiver_node, node, positional, keywords, state)
+        if what is What.BATCH:
+            return self.batch_method(receiver, name, node, positional, keywords)
+        if what is What.ARRAY:
+            return SCALAR_VALUE if name in ("tolist", "item", "sum", "mean", "max", "min") and not node.args else receiver
+        if what is What.UNKNOWN:
+            if name in MOVES:
+                moved = self._moved(receiver, name, node, positional, keywords)
+                return Value(What.UNKNOWN, moved) if moved is not None else UNKNOWN_VALUE
+            if name in TENSOR_METHODS and name not in MODULE_SELF_METHODS and name not in ("cpu", "type"):
+                return Value(What.TENSOR, UNKNOWN_PLACES)
+            if name in NON_TENSOR_RESULTS:
+                return SCALAR_VALUE
+            self._forget_modules(positional, keywords, state)
+            return UNKNOWN_VALUE
+        if what is What.LOADER or what is What.DEVICE:
+            return UNKNOWN_VALUE
+        if what is What.SCALAR:
+            return SCALAR_VALUE if name not in ("items", "values", "get", "pop") else UNKNOWN_VALUE
+        return UNKNOWN_VALUE
+
+    def _forget_modules(self, positional: list[Value], keywords: dict, state: dict) -> None:
+        """A module passed to a call the analysis does not follow may come back
+        moved (``accelerator.prepare(model)``, ``load_checkpoint(model, ...)``)."""
+        for value in (*positional, *keywords.values()):
+            if value.what is What.MODULE and isinstance(value.parts, frozenset) and value.places != UNKNOWN_PLACES:
+                self._move_in_place(value, value.but(places=UNKNOWN_PLACES), None, state)
+
+    def _moved(self, receiver: Value, name: str, node: ast.Call, positional: list[Value], keywords: dict) -> frozenset | None:
+        """Where ``.to(...)`` / ``.cuda()`` / ``.cpu()`` put the receiver; None for
+        ``.to(dtype)``, which does not move it."""
+        if name == "cpu":
+            return frozenset({(HOST, node)})
+        if name == "cuda":
+            device = positional[0] if positional else keywords.get("device")
+            if device is not None and device.what is What.DEVICE:
+                return frozenset((p, node) for p, _ in device.places)
+            return frozenset({(Device(None), node)})
+        device = keywords.get("device")
+        if device is None and node.args:
+            arg = node.args[0]
+            device = positional[0]
+            if type(arg) is ast.Constant and type(arg.value) is int:
+                return frozenset({(Device(None), node)})
+            if device.what is What.UNKNOWN and device.ref is None:
+                chain = _chain(arg)
+                if chain is not None and _DEVICE_NAME.fullmatch(chain.rsplit(".", 1)[-1]):
+                    return frozenset({(Device(chain, self.flow._home(self.scope, _root(chain))), node)})
+                if chain is not None and "dtype" in chain.rsplit(".", 1)[-1].lower():
+                    return None
+        if device is None:
+            return None  # .to(dtype=...), .to(memory_format=...)
+        return self._target_places(device, node)
+
+    def module_method(self, module: Value, name: str, receiver_node: ast.AST, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+        if name in MOVES:
+            moved = self._moved(module, name, node, positional, keywords)
+            if moved is None:
+                return module
+            result = module.but(places=moved)
+            self._move_in_place(module, result, receiver_node, state)
+            return result
+        if name in MODULE_SELF_METHODS:
+            return module
+        chain = _chain(receiver_node)
+        if name in ("register_buffer", "register_parameter", "add_module") and chain is not None and node.args and type(node.args[0]) is ast.Constant and isinstance(node.args[0].value, str):
+            given = positional[1] if len(positional) > 1 else keywords.get("tensor", keywords.get("param", keywords.get("module")))
+            if given is None or given is SCALAR_VALUE:
+                value = SCALAR_VALUE  # register_buffer("x", None)
+            else:
+                value = Value(What.MODULE if name == "add_module" else What.TENSOR, module.places, flags=FOLLOWS_MODULE)
+            state[f"{chain}.{node.args[0].value}"] = value
+            self._dotted_roots.add(_root(chain))
+            return SCALAR_VALUE
+        if name in ("parameters", "buffers"):
+            return Value(What.BATCH, module.places, Parts(Value(What.TENSOR, module.places, flags=FOLLOWS_MODULE)))
+        if name in ("named_parameters", "named_buffers", "state_dict"):
+            tensor = Value(What.TENSOR, module.places, flags=FOLLOWS_MODULE)
+            pair = _container([SCALAR_VALUE, tensor], ((0, SCALAR_VALUE), (1, tensor)), UNKNOWN_VALUE)
+            return Value(What.BATCH if name == "state_dict" else What.UNKNOWN, module.places, Parts(tensor if name == "state_dict" else pair))
+        if name == "forward":
+            return self.call_module(module, node.func, node, state)
+        if type(module.ref) is Instance:
+            function = self.flow._method_of(module.ref.cls, name)
+            if function is not None:
+                if self.record:
+                    self._note_call(node, positional, keywords)
+                if not self.summaries:
+                    return UNKNOWN_VALUE
+                if self.in_init and module.ref == Instance(self.scope.cls) and self.depth < _MAX_INLINE_DEPTH:
+                    inlined = self.flow._inline(self, function, node, positional, keywords, state)
+                    if inlined is not None:
+                        return inlined
+                return self.flow._apply_summary(self, function, node, positional, keywords, module, state)
+        return UNKNOWN_VALUE
+
+    def _move_in_place(self, module: Value, moved: Value, receiver_node: ast.AST, state: dict) -> None:
+        """Modules move in place: every name holding the same object moves."""
+        identity = module.parts if isinstance(module.parts, frozenset) else frozenset()
+        chain = _chain(receiver_node) if receiver_node is not None else None
+        if chain is not None and (chain in state or type(receiver_node) is ast.Name):
+            if not (self.scope.self_name and chain == self.scope.self_name):
+                state[chain] = moved
+        if identity:
+            for key, value in list(state.items()):
+                if value.what is What.MODULE and isinstance(value.parts, frozenset) and value.parts & identity:
+                    state[key] = value.but(places=moved.places)
+
+    def tensor_method(self, tensor: Value, name: str, receiver_node: ast.AST, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+        what = What.TENSOR if tensor.what is What.TENSOR else What.UNKNOWN
+        if name in MOVES:
+            moved = self._moved(tensor, name, node, positional, keywords)
+            return Value(what, moved if moved is not None else tensor.places, flags=tensor.flags & ZERO_DIM)
+        if name == "type_as":
+            other = positional[0] if positional else None
+            if other is not None and other.what in _TENSORISH and other.places:
+                return Value(what, frozenset((p, node) for p, _ in other.places), flags=tensor.flags & ZERO_DIM)
+            return Value(what, UNKNOWN_PLACES)
+        if name == "type":
+            return self._retyped(tensor, node, positional, keywords)
+        if name == "numpy":
+            if _kinds(tensor)[1]:
+                self._sink("numpy", node, receiver_node, tensor, None, None, state)
+            return Value(What.ARRAY, frozenset({(HOST, node)}))
+        if name in NON_TENSOR_RESULTS:
+            return SCALAR_VALUE
+        if name.startswith("new_"):
+            if "device" in keywords:
+                return self._placed(node, keywords["device"])
+            return Value(What.TENSOR, tensor.places)
+        if name in COMBINING_METHODS:
+            operands = [(receiver_node, tensor)] + list(zip(node.args, positional))
+            operands += [(k.value, keywords[k.arg]) for k in node.keywords if k.arg not in ("dim", "out", "keepdim", "dtype", None)]
+            result = self.combine(node, operands, state)
+            return result if result.places else Value(what, tensor.places)
+        if name in REDUCTIONS and not node.args and not node.keywords:
+            return Value(what, tensor.places, flags=ZERO_DIM if what is What.TENSOR else 0)
+        if name in ("expand_as", "view_as", "reshape_as", "copy_", "resize_as_"):
+            return Value(what, tensor.places, flags=tensor.flags & ZERO_DIM if name == "copy_" else 0)
+        if name in TENSOR_METHODS or name.endswith("_"):
+            return Value(What.TENSOR, tensor.places, flags=tensor.flags & ZERO_DIM if name in ("float", "double", "half", "long", "int", "bool", "detach", "clone", "contiguous", "abs", "neg", "sqrt", "exp", "log") else 0)
+        return Value(What.UNKNOWN, tensor.places) if tensor.what is What.TENSOR else UNKNOWN_VALUE
+
+    def _retyped(self, tensor: Value, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
+        """``t.type(other.type())`` follows ``other``; ``t.type(torch.cuda.FloatTensor)`` moves."""
+        if not node.args:
+            return SCALAR_VALUE if "dtype" not in keywords else Value(What.TENSOR, tensor.places)
+        arg = node.args[0]
+        value = positional[0]
+        if type(arg) is ast.Call and type(arg.func) is ast.Attribute and arg.func.attr == "type" and not arg.args:
+            other = self.values.get(arg.func.value) if self.record else None
+            if other is not None and other.what in _TENSORISH and other.places:
+                return Value(What.TENSOR, frozenset((p, node) for p, _ in other.places))
+            return Value(What.TENSOR, UNKNOWN_PLACES)
+        text = arg.value if type(arg) is ast.Constant and isinstance(arg.value, str) else value.ref if type(value.ref) is str else None
+        if text is not None:
+            if text.startswith("torch.cuda."):
+                return Value(What.TENSOR, frozenset({(Device(None), node)}))
+            if text in LEGACY_HOST_TYPES:
+                return Value(What.TENSOR, frozenset({(HOST, node)}))
+            if text in DTYPES:
+                return Value(What.TENSOR, tensor.places)
+        return Value(What.TENSOR, UNKNOWN_PLACES)
+
+    def batch_method(self, batch: Value, name: str, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
+        parts = batch.parts if isinstance(batch.parts, Parts) else Parts(UNKNOWN_VALUE)
+        if name == "items":
+            pair = _container([SCALAR_VALUE, parts.elem], ((0, SCALAR_VALUE), (1, parts.elem)), UNKNOWN_VALUE)
+            return Value(What.UNKNOWN, NO_PLACES, Parts(pair))
+        if name == "values":
+            return Value(What.UNKNOWN, NO_PLACES, Parts(parts.elem))
+        if name == "keys":
+            return SCALAR_VALUE
+        if name in ("get", "pop") and node.args and type(node.args[0]) is ast.Constant:
+            for key, value in parts.items:
+                if key == node.args[0].value:
+                    return value
+            return parts.elem if parts.elem is not NOTHING else UNKNOWN_VALUE
+        if name in MOVES:  # a batch object with .to(): torch_geometric's Batch, a tokenizer's BatchEncoding
+            moved = self._moved(batch, name, node, positional, keywords)
+            if moved is None:
+                return batch
+            element = Value(What.TENSOR, moved)
+            return Value(What.BATCH, moved, Parts(element, tuple((k, element) for k, _ in parts.items)))
+        return UNKNOWN_VALUE
+
+
+def _host_loader() -> Value:
+    tensor = Value(What.TENSOR, frozenset({(HOST, PENDING)}))
+    batch = Value(What.BATCH, frozenset({(HOST, PENDING)}), Parts(tensor))
+    return Value(What.LOADER, NO_PLACES, Parts(batch))
+
+
+_STATEMENTS = {
+    ast.Expr: _Run.s_expr,
+    ast.Assign: _Run.s_assign,
+    ast.AnnAssign: _Run.s_annassign,
+    ast.AugAssign: _Run.s_augassign,
+    ast.If: _Run.s_if,
+    ast.For: _Run.s_for,
+    ast.AsyncFor: _Run.s_for,
+    ast.While: _Run.s_while,
+    ast.With: _Run.s_with,
+    ast.AsyncWith: _Run.s_with,
+    ast.Try: _Run.s_try,
+    ast.Return: _Run.s_return,
+    ast.Raise: _Run.s_raise,
+    ast.Break: _Run.s_break,
+    ast.Continue: _Run.s_continue,
+    ast.Assert: _Run.s_assert,
+    ast.Delete: _Run.s_delete,
+    ast.FunctionDef: _Run.s_function,
+    ast.AsyncFunctionDef: _Run.s_function,
+    ast.ClassDef: _Run.s_class,
+    ast.Import: _Run.s_import,
+    ast.ImportFrom: _Run.s_importfrom,
+    ast.Match: _Run.s_match,
+}
+if hasattr(ast, "TryStar"):
+    _STATEMENTS[ast.TryStar] = _Run.s_try
+
+_EXPRESSIONS = {
+    ast.Constant: _Run.e_constant,
+    ast.Name: _Run.e_name,
+    ast.Attribute: _Run.e_attribute,
+    ast.Subscript: _Run.e_subscript,
+    ast.Starred: _Run.e_starred,
+    ast.Tuple: _Run.e_sequence,
+    ast.List: _Run.e_sequence,
+    ast.Dict: _Run.e_dict,
+    ast.Set: _Run.e_set,
+    ast.ListComp: _Run.e_comprehension,
+    ast.SetComp: _Run.e_comprehension,
+    ast.GeneratorExp: _Run.e_comprehension,
+    ast.DictComp: _Run.e_comprehension,
+    ast.UnaryOp: _Run.e_unaryop,
+    ast.BinOp: _Run.e_binop,
+    ast.BoolOp: _Run.e_boolop,
+    ast.Compare: _Run.e_compare,
+    ast.IfExp: _Run.e_ifexp,
+    ast.NamedExpr: _Run.e_namedexpr,
+    ast.JoinedStr: _Run.e_joinedstr,
+    ast.Lambda: _Run.e_lambda,
+    ast.Await: _Run.e_await,
+    ast.Yield: _Run.e_await,
+    ast.YieldFrom: _Run.e_await,
+    ast.Slice: _Run.e_slice,
+    ast.Call: _Run.e_call,
+}
+
+
+# ---------------------------------------------------------------------------
+# The file: lazy runs, summaries, contexts, class facts, and the query API
+# ---------------------------------------------------------------------------
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class FileFlow:
+    """The device flow of one file. ``source`` is the text (or an already
+    parsed ``ast.Module``; then ``span``/``node_at`` need ``text=``). A text
+    Python cannot parse has no facts: everything is unknown, no sinks."""
+
+    def __init__(self, source: str | ast.Module, text: str | None = None) -> None:
+        if isinstance(source, ast.Module):
+            tree, self.text = source, text
+        else:
+            tree, self.text = None, source
+        self._bom = 1 if self.text is not None and self.text.startswith("\ufeff") else 0
+        self.parsed = True
+        if tree is None:
+            try:
+                tree = ast.parse(self.text[self._bom :])
+            except (SyntaxError, ValueError):  # ValueError: a null byte
+                tree = ast.Module(body=[], type_ignores=[])
+                self.parsed = False
+        self.tree = tree
+        self._index = _Index(tree, self.text)
+        self._cache: dict[tuple, object] = {}
+        self._active: list[tuple] = []
+        self._tainted: set[tuple] = set()
+        self._runs = 0
+        self._budget = 40 * len(self._index.scopes) + 200
+        self._refs: dict[str, Value] = {}
+        self._sites: dict | None = None
+        self._line_starts: list[int] | None = None
+        self._spans: dict[ast.stmt, dict] = {}
+        self._device_strings: dict[str, Value | None] = {}
+
+    # -- the query API -----------------------------------------------------------------
+
+    def value(self, node: ast.AST) -> Value:
+        """What ``node`` evaluated to, joined over every time the code runs it."""
+        run = self._run_holding(node)
+        value = run.values.get(node) if run is not None else None
+        return UNKNOWN_VALUE if value is None else value
+
+    def what(self, node: ast.AST) -> What:
+        return self.value(node).what
+
+    def where(self, node: ast.AST) -> frozenset:
+        """``{(placement, origin), ...}``: where ``node``'s value may live and
+        which node made it so (a loader batch's part not yet bound: ``node``)."""
+        return frozenset((p, node if o is PENDING else o) for p, o in self.value(node).places)
+
+    def qualified_name(self, node: ast.AST) -> str | None:
+        ref = self.value(node).ref
+        return ref if type(ref) is str else None
+
+    def sinks(self) -> list[Sink]:
+        """Every place in the file where a value meets a device it does not
+        live on, in source order."""
+        found: dict[tuple, Sink] = {}
+        for scope in self._index.scopes.values():
+            if scope.kind == "class":
+                continue
+            run = self._main(scope)
+            if run is not None:
+                for key, sink in run.sinks.items():
+                    found.setdefault(key, sink)
+        return sorted(found.values(), key=lambda s: (_position(s.node), _position(s.value)))
+
+    def device_at(self, node: ast.AST) -> str | None:
+        """Source text of the device a fix at ``node`` should use, in issue 11's
+        order: the device of a tensor the code at that line already works with;
+        in a module's method, the module's own device (from a parameter or buffer
+        it owns); a device variable or flag the program defines that is bound on
+        every path before ``node`` (``device``, ``self.device``, ``args.device``,
+        ``args.cuda``); else None."""
+        scope = self._index.scope_at(_position(node))
+        if scope.kind == "class":
+            return None
+        run = self._main(scope)
+        statement = self._statement_of(scope, node)
+        if run is None or statement is None:
+            return None
+        # 1. a tensor the line works with
+        own = _chain(node)
+        unsure = None
+        expressions = list(_header_expressions(statement))
+        # x in x.shape, x.size(0), x.dtype: the line treats x as a tensor
+        evidenced = {_chain(sub.value) for sub in expressions if type(sub) is ast.Attribute and sub.attr in _TENSOR_EVIDENCE}
+        for sub in expressions:
+            if type(sub) not in (ast.Name, ast.Attribute) or type(getattr(sub, "ctx", None)) is not ast.Load:
+                continue
+            chain = _chain(sub)
+            value = run.values.get(sub)
+            if chain is None or chain == own or value is None or value.flags & MAYBE_UNBOUND:
+                continue
+            if value.what is not What.TENSOR and not (value.what is What.UNKNOWN and chain in evidenced and value.places):
+                continue
+            host, device, other = _kinds(value)
+            if host:
+                continue
+            if device and not other:
+                return f"{chain}.device"
+            unsure = unsure or f"{chain}.device"
+        if unsure is not None:
+            return unsure
+        # 2. the module's own device
+        info = self._index.classes.get(scope.cls) if scope.cls is not None else None
+        if info is not None and info.is_module and info.own_text is not None and scope.self_name == "self":
+            return info.own_text
+        # 3. a device variable or flag in reach
+        return self._device_in_reach(scope, run, statement)
+
+    def node_at(self, start: int, end: int) -> ast.expr | None:
+        """The expression whose source is ``text[start:end]`` (character
+        offsets), allowing for whitespace and parentheses around it, as libcst
+        spans include them."""
+        text = self._require_text()
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        while start < end:
+            found = self._spans_near(start).get((start, end))
+            if found is not None:
+                return found
+            if text[start] == "(" and text[end - 1] == ")" and _parenthesized(text, start, end):
+                start, end = start + 1, end - 1
+                while start < end and text[start].isspace():
+                    start += 1
+                while end > start and text[end - 1].isspace():
+                    end -= 1
+                continue
+            return None
+        return None
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        """Character offsets of ``node`` in the text."""
+        return self._offset(node.lineno, node.col_offset), self._offset(node.end_lineno, node.end_col_offset)
+
+    # -- laziness, once per file ---------------------------------------------------------
+
+    def _compute(self, key: tuple, make):
+        """``make()`` once per key. A key asked for while it is being computed
+        (recursion between functions) answers None, and what was computed from
+        that answer is not kept, so results do not depend on the order of
+        questions (unless a file is so tangled that the budget runs out)."""
+        if key in self._cache:
+            return self._cache[key]
+        if key in self._active:
+            self._tainted.update(self._active[self._active.index(key) + 1 :])
+            return None
+        self._active.append(key)
+        try:
+            result = make()
+        finally:
+            self._active.pop()
+        self._runs += 1
+        if key in self._tainted:
+            self._tainted.discard(key)
+            if self._runs < self._budget:
+                return result
+        self._cache[key] = result
+        return result
+
+    def _run_holding(self, node: ast.AST) -> _Run | None:
+        scope = self._index.scope_at(_position(node))
+        return None if scope.kind == "class" else self._main(scope)
+
+    def _main(self, scope: Scope) -> _Run | None:
+        """The run queries use: with the arguments of the function's call sites
+        when they say more than its parameters do, else the symbolic run."""
+        if scope.kind == "module":
+            return self._compute(("main", scope.node), lambda: _Run(self, scope, {}, record=True, summaries=True).run())
+        if scope.kind != "function":
+            return None
+
+        def make() -> _Run | None:
+            context = self._context(scope)
+            if context is None:
+                return self._symbolic(scope)
+            return _Run(self, scope, context, record=True, summaries=True, in_init=self._is_init(scope)).run()
+
+        return self._compute(("main", scope.node), make)
+
+    def _symbolic(self, scope: Scope) -> _Run | None:
+        """The run with parameters as themselves (``SameAs(x)``): the summary."""
+        return self._compute(("sym", scope.node), lambda: _Run(self, scope, self._symbolic_params(scope), record=True, summaries=True, in_init=self._is_init(scope)).run())
+
+    def _prepass(self, scope: Scope) -> dict:
+        """A scope's state at its end, without other functions' summaries or
+        class facts: the globals (and closure variables) other functions see."""
+
+        def make() -> dict:
+            params = self._symbolic_params(scope) if scope.kind == "function" else {}
+            run = _Run(self, scope, params, record=False, summaries=False).run()
+            return run.exits or {}
+
+        result = self._compute(("pre", scope.node), make)
+        return {} if result is None else result
+
+    @staticmethod
+    def _is_init(scope: Scope) -> bool:
+        return scope.cls is not None and scope.node.name == "__init__"
+
+    # -- names ------------------------------------------------------------------------------
+
+    def _ref(self, name: str) -> Value:
+        value = self._refs.get(name)
+        if value is None:
+            value = self._refs[name] = Value(What.UNKNOWN, NO_PLACES, ref=name)
+        return value
+
+    def _free(self, scope: Scope, name: str) -> Value:
+        """A name the scope does not bind: an enclosing function's or the
+        module's (as their prepass leaves it), else a builtin."""
+        outer = scope.outer
+        while outer is not None:
+            if name in outer.locals:
+                value = self._prepass(outer).get(name)
+                if value is None:
+                    return UNKNOWN_VALUE
+                if value.flags & MAYBE_UNBOUND:
+                    value = value.but(flags=value.flags & ~MAYBE_UNBOUND)
+                return self._rehome(value, scope, name)
+            outer = outer.outer
+        stars = self._index.module.stars
+        if stars:
+            if all(star == "torch" for star in stars) and name not in _BUILTIN_NAMES:
+                return self._ref(f"torch.{name}")
+            if all(star.startswith("torch.nn") for star in stars) and name[:1].isupper():
+                return self._ref(f"torch.nn.{name}")
+            if name not in _BUILTIN_NAMES or not all(star.startswith("torch") for star in stars):
+                return UNKNOWN_VALUE
+        if name in _BUILTIN_NAMES:
+            return self._ref(f"builtins.{name}")
+        return UNKNOWN_VALUE
+
+    def _home(self, scope: Scope, root: str) -> ast.AST | None:
+        """The scope node whose binding ``root`` refers to from ``scope``."""
+        if scope.cls is not None and root == scope.self_name:
+            return scope.cls
+        current: Scope | None = scope
+        while current is not None:
+            if root in current.locals:
+                return current.node
+            current = current.outer
+        return None
+
+    def _valid(self, placement, scope: Scope) -> bool:
+        """Whether a placement's text names the same thing from ``scope``."""
+        if placement.text is None or placement.home is None:
+            return True
+        return self._home(scope, _root(placement.text)) is placement.home
+
+    def _rehome(self, value: Value, scope: Scope, chain: str | None) -> Value:
+        """``value`` seen from ``scope``, where it is reached as ``chain``:
+        texts that name nothing there are rewritten through ``chain``."""
+        changed = False
+        places = []
+        for placement, origin in value.places:
+            kind = type(placement)
+            if (kind is Device or kind is SameAs) and not self._valid(placement, scope):
+                changed = True
+                home = self._home(scope, _root(chain)) if chain else None
+                if kind is Device:
+                    placement = Device(_naming(value, chain), home)
+                else:
+                    placement = SameAs(chain, home) if chain else UNKNOWN
+            places.append((placement, origin))
+        parts = value.parts
+        if isinstance(parts, Parts) and _depth(value) <= _MAX_PARTS_DEPTH:
+            elem = parts.elem if parts.elem is NOTHING else self._rehome(parts.elem, scope, None)
+            items = tuple((k, self._rehome(v, scope, None)) for k, v in parts.items)
+            if elem is not parts.elem or any(a is not b for (_, a), (_, b) in zip(items, parts.items)):
+                parts = Parts(elem, items)
+                changed = True
+        if not changed:
+            return value
+        return value.but(places=frozenset(places), parts=parts)
+
+    def _device_string(self, text: str) -> Value | None:
+        if text not in self._device_strings:
+            kind = text.split(":")[0]
+            if text == "cpu":
+                value = Value(What.DEVICE, frozenset({(HOST, None)}))
+            elif kind in DEVICE_STRINGS and (kind == text or text[len(kind) + 1 :].isdigit()):
+                value = Value(What.DEVICE, frozenset({(Device(f'"{text}"'), None)}))
+            elif text == "meta":
+                value = Value(What.DEVICE, UNKNOWN_PLACES)
+            else:
+                value = None
+            self._device_strings[text] = value
+        return self._device_strings[text]
+
+    def _source(self, node: ast.AST) -> str:
+        if self.text is not None:
+            start, end = self.span(node)
+            return self.text[start:end]
+        return ast.unparse(node)
+
+    def _qualified(self, node: ast.AST, scope: Scope) -> str | None:
+        if type(node) is ast.Call:
+            node = node.func
+        return self._index.static_name(node, scope)
+
+    def _annotation_what(self, annotation: ast.AST | None, scope: Scope) -> What:
+        if annotation is None:
+            return What.UNKNOWN
+        if type(annotation) is ast.BinOp and type(annotation.op) is ast.BitOr:
+            sides = [annotation.left, annotation.right]
+            kept = [s for s in sides if not (type(s) is ast.Constant and s.value is None)]
+            return self._annotation_what(kept[0], scope) if len(kept) == 1 else What.UNKNOWN
+        if type(annotation) is ast.Subscript:
+            name = self._index.static_name(annotation.value, scope) or ""
+            if name.rsplit(".", 1)[-1] == "Optional":
+                return self._annotation_what(annotation.slice, scope)
+            return What.UNKNOWN
+        local = self._index.local_class(annotation, scope)
+        if local is not None:
+            info = self._index.classes.get(local)
+            return What.MODULE if info is not None and info.is_module else What.UNKNOWN
+        name = self._index.static_name(annotation, scope)
+        if name is None:
+            return What.UNKNOWN
+        if name in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor", "torch.nn.Parameter", "torch.BoolTensor", "torch.DoubleTensor") or name.startswith("torch.cuda."):
+            return What.TENSOR
+        if name in DATA_LOADERS:
+            return What.LOADER
+        if name == "torch.device":
+            return What.DEVICE
+        if name in ("numpy.ndarray", "numpy.array"):
+            return What.ARRAY
+        if name in ("int", "float", "str", "bool"):
+            return What.SCALAR
+        if _is_torch_module_class(name):
+            return What.MODULE
+        return What.UNKNOWN
+
+    # -- parameters, contexts and summaries ------------------------------------------------
+
+    def _symbolic_params(self, scope: Scope) -> dict[str, Value]:
+        function = scope.node
+        args = function.args
+        params: dict[str, Value] = {}
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            if arg.arg == scope.self_name:
+                params[arg.arg] = self._self_value(scope.cls)
+            else:
+                params[arg.arg] = self._param_value(scope, arg)
+        for arg in (args.vararg, args.kwarg):
+            if arg is not None:
+                params[arg.arg] = UNKNOWN_VALUE
+        return params
+
+    def _param_value(self, scope: Scope, arg: ast.arg) -> Value:
+        what = self._annotation_what(arg.annotation, scope)
+        name = arg.arg
+        function = scope.node
+        if what is What.UNKNOWN and (name in DEVICE_NAMES or name.endswith("_device")):
+            what = What.DEVICE
+        if what is What.DEVICE:
+            return Value(What.DEVICE, frozenset({(Device(name, function), arg)}))
+        if what is What.LOADER:
+            return _host_loader()
+        if what is What.SCALAR:
+            return SCALAR_VALUE
+        same = frozenset({(SameAs(name, function), arg)})
+        if what is What.MODULE:
+            return Value(What.MODULE, same, frozenset({arg}))
+        return Value(what, same)
+
+    def _self_value(self, cls: ast.ClassDef) -> Value:
+        info = self._index.classes.get(cls)
+        if info is None or not info.is_module:
+            return Value(What.UNKNOWN, NO_PLACES, None, Instance(cls))
+        return Value(What.MODULE, self._self_places(cls), frozenset({cls}), Instance(cls), PARAM_FREE if info.param_free else 0)
+
+    def _self_places(self, cls: ast.ClassDef) -> frozenset:
+        """Where a module's submodules, parameters and buffers live, inside its
+        methods: on the module's device, named by a parameter it owns."""
+        info = self._index.classes[cls]
+        if info.param_free:
+            return UNKNOWN_PLACES
+        return frozenset({(Device(info.own_text, cls if info.own_text else None), None)})
+
+    def _call_sites(self) -> tuple[dict, set]:
+        """Every call of a function or class of this file (one walk, once):
+        ``{def: [(call, caller scope, implicit self)]}``, and the defs used
+        other than by calling them."""
+        if self._sites is None:
+            self._sites = _CallSites(self._index).find()
+        return self._sites
+
+    def _context(self, scope: Scope) -> dict[str, Value] | None:
+        """A function's parameters as its call sites in the file pass them,
+        when every call is seen and they say more than the parameters do."""
+        function = scope.node
+        sites, escaped, cyclic = self._call_sites()
+        calls = sites.get(function)
+        if not calls or function in escaped or function in cyclic:
+            return None
+        if any(self._qualified(d, scope.parent) not in TRANSPARENT_DECORATORS for d in function.decorator_list):
+            return None
+        joined: dict[str, Value] = {}
+        for call, caller, implicit_self in calls:
+            run = self._main(caller) if caller.kind != "class" else None
+            recorded = run.calls.get(call) if run is not None else None
+            mapping = self._bind(scope, call, recorded, implicit_self)
+            for name, value in mapping.items():
+                joined[name] = join(joined.get(name), value)
+        params = self._symbolic_params(scope)
+        useful = False
+        for name, value in joined.items():
+            if name not in params or name == scope.self_name:
+                continue
+            value = self._rehome(value.but(flags=value.flags & ~MAYBE_UNBOUND), scope, name)
+            if any(type(p) is Device and (p.text is None or value.what is What.DEVICE) for p, _ in value.places):
+                # inside the function, the parameter names the device its callers' argument is on
+                named = Device(_naming(value, name), function)
+                value = value.but(places=frozenset((named, o) if type(p) is Device and (p.text is None or value.what is What.DEVICE) else (p, o) for p, o in value.places))
+            host, device, _ = _kinds(value)
+            if host or device or value.what in (What.MODULE, What.LOADER, What.TENSOR, What.BATCH, What.DEVICE):
+                useful = True
+            params[name] = value
+        return params if useful else None
+
+    def _bind(self, scope: Scope, call: ast.Call, recorded: tuple | None, implicit_self: bool) -> dict[str, Value]:
+        """Parameter name -> the argument value a call passes (UNKNOWN where not seen)."""
+        args = scope.node.args
+        positional_names = [a.arg for a in (*args.posonlyargs, *args.args)]
+        if implicit_self and scope.self_name:
+            positional_names = positional_names[1:]
+        names = positional_names + [a.arg for a in args.kwonlyargs]
+        result: dict[str, Value] = {}
+        if recorded is None:
+            return {name: UNKNOWN_VALUE for name in names}
+        positional, keywords = recorded
+        starred = False
+        for i, (node, value) in enumerate(zip(call.args, positional)):
+            if type(node) is ast.Starred:
+                starred = True
+                break
+            if i < len(positional_names):
+                result[positional_names[i]] = value
+        for name, value in keywords.items():
+            if name is None:
+                starred = True
+            elif name in names:
+                result[name] = value
+        defaults = dict(zip(positional_names[len(positional_names) - len(args.defaults) :], args.defaults)) if args.defaults else {}
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        for name in names:
+            if name in result:
+                continue
+            default = defaults.get(name)
+            if starred or default is None:
+                result[name] = UNKNOWN_VALUE
+            elif type(default) is ast.Constant:
+                result[name] = (self._device_string(default.value) if type(default.value) is str else None) or SCALAR_VALUE
+            else:
+                result[name] = UNKNOWN_VALUE
+        return result
+
+    def _apply_summary(self, run: _Run, function: ast.AST, call: ast.Call, positional: list[Value], keywords: dict, receiver: Value | None, state: dict) -> Value:
+        """A call of a function of this file: its summary, with the call's
+        arguments put where its parameters are."""
+        scope = self._index.scopes[function]
+        summary = self._symbolic(scope)
+        if summary is None or summary.generator:
+            return UNKNOWN_VALUE
+        mapping = self._bind(scope, call, (positional, keywords), receiver is not None)
+        # a module argument the function moves in place (`model.to(device)`) comes back moved
+        exits = summary.exits or {}
+        for name, before in summary.params.items():
+            given = mapping.get(name)
+            if given is None or given.what is not What.MODULE:
+                continue
+            after = exits.get(name)
+            if name in summary.discarded:
+                after = Value(What.MODULE, summary.discarded[name])
+            if after is not None and after.places != before.places:
+                moved = self._substitute(after, scope, mapping, receiver, run.scope)
+                run._move_in_place(given, given.but(places=moved.places), None, state)
+        result = summary.returns if summary.returns is not None else SCALAR_VALUE
+        return self._substitute(result, scope, mapping, receiver, run.scope)
+
+    def _substitute(self, value: Value, scope: Scope, mapping: dict[str, Value], receiver: Value | None, at: Scope) -> Value:
+        function = scope.node
+        places = set()
+        sole: Value | None = None
+        for placement, origin in value.places:
+            kind = type(placement)
+            if kind is SameAs and placement.home is function and placement.text in mapping:
+                given = mapping[placement.text]
+                places |= given.places
+                sole = given if sole is None or sole is given else UNKNOWN_VALUE
+            elif kind is Device and placement.home is function and placement.text in mapping and mapping[placement.text].what is What.DEVICE:
+                places |= {(p, origin) for p, _ in mapping[placement.text].places}
+            elif (kind is Device or kind is SameAs) and placement.home is not None and placement.home is scope.cls:
+                if at.cls is scope.cls and receiver is not None and receiver.ref == Instance(scope.cls) and receiver.places == self._self_places(scope.cls):
+                    places.add((placement, origin))
+                elif receiver is not None and receiver.what is What.MODULE:
+                    places |= receiver.places
+                else:
+                    places.add((Device(None), origin) if kind is Device else (UNKNOWN, None))
+            elif (kind is Device or kind is SameAs) and not self._valid(placement, at):
+                places.add((Device(None), origin) if kind is Device else (UNKNOWN, None))
+            else:
+                places.add((placement, origin))
+        parts = value.parts
+        if isinstance(parts, Parts) and _depth(value) <= _MAX_PARTS_DEPTH:
+            elem = parts.elem if parts.elem is NOTHING else self._substitute(parts.elem, scope, mapping, receiver, at)
+            parts = Parts(elem, tuple((k, self._substitute(v, scope, mapping, receiver, at)) for k, v in parts.items))
+        elif isinstance(parts, frozenset):
+            parts = frozenset(p for p in parts if not isinstance(p, ast.arg)) or None
+        what = value.what
+        if what is What.UNKNOWN and sole is not None and sole is not UNKNOWN_VALUE and len(value.places) == 1:
+            what = sole.what
+        ref = value.ref if not isinstance(value.ref, Instance) or value.ref.cls is not None else None
+        return Value(what, _cap(frozenset(places)), parts, ref, value.flags & ~MAYBE_UNBOUND)
+
+    def _inline(self, run: _Run, function: ast.AST, call: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value | None:
+        """``self.helper(...)`` called from ``__init__``: interpreted in place, so
+        the attributes it sets are known after the call."""
+        scope = self._index.scopes[function]
+        if function is run.scope.node or not scope.self_name or not run.scope.self_name:
+            return None
+        params = self._symbolic_params(scope)
+        for name, value in self._bind(scope, call, (positional, keywords), True).items():
+            params[name] = self._rehome(value, scope, name)
+        params[scope.self_name] = state.get(run.scope.self_name, params[scope.self_name])
+        mine, theirs = run.scope.self_name + ".", scope.self_name + "."
+        for key, value in state.items():
+            if key.startswith(mine):
+                params[theirs + key[len(mine) :]] = value
+        child = _Run(self, scope, params, record=False, summaries=True, in_init=True, depth=run.depth + 1).run()
+        for key, value in (child.exits or {}).items():
+            if key.startswith(theirs):
+                chain = mine + key[len(theirs) :]
+                state[chain] = self._rehome(value, run.scope, chain)
+                run._dotted_roots.add(run.scope.self_name)
+        return self._rehome(child.returns or SCALAR_VALUE, run.scope, None)
+
+    # -- classes ---------------------------------------------------------------------------
+
+    def _method_of(self, cls: ast.ClassDef, name: str, seen: set | None = None) -> ast.AST | None:
+        info = self._index.classes.get(cls)
+        if info is None:
+            return None
+        method = info.methods.get(name)
+        if method is not None:
+            decorators = {_chain(d) for d in method.decorator_list}
+            return None if decorators & {"property", "classmethod"} or name in info.stores else method
+        seen = seen or set()
+        for base in info.local_bases:
+            if base not in seen:
+                seen.add(base)
+                found = self._method_of(base, name, seen)
+                if found is not None:
+                    return found
+        return None
+
+    def _attributes(self, cls: ast.ClassDef) -> dict[str, Value]:
+        """``self.X`` after ``__init__`` (and the helpers it calls), joined with
+        unknown for attributes other methods assign too."""
+
+        def make() -> dict[str, Value]:
+            info = self._index.classes[cls]
+            result = dict(self._base_attributes(cls))
+            init = info.methods.get("__init__")
+            if init is not None:
+                scope = self._index.scopes[init]
+                run = self._symbolic(scope)
+                if run is not None and scope.self_name:
+                    prefix = scope.self_name + "."
+                    for key, value in (run.exits or {}).items():
+                        if key.startswith(prefix) and "." not in key[len(prefix) :]:
+                            result[key[len(prefix) :]] = value
+            sites, escaped, _ = self._call_sites()
+            only_from_init = {
+                name for name, method in info.methods.items()
+                if method not in escaped and sites.get(method) and all(caller.node is init for _, caller, _ in sites[method])
+            }
+            for attr, methods in info.stores.items():
+                if methods - {"__init__"} - only_from_init:
+                    result[attr] = join(result.get(attr), UNKNOWN_VALUE)
+            return result
+
+        result = self._compute(("attrs", cls), make)
+        return {} if result is None else result
+
+    def _base_attributes(self, cls: ast.ClassDef) -> dict[str, Value]:
+        result: dict[str, Value] = {}
+        for base in self._index.classes[cls].local_bases:
+            if base in self._index.classes:
+                result.update(self._attributes(base))
+        return result
+
+    def _instance_attribute(self, run: _Run, owner: Value, attr: str, chain: str | None) -> Value | None:
+        """``self.X`` or ``model.X`` for an instance of a class of this file."""
+        cls = owner.ref.cls
+        info = self._index.classes.get(cls)
+        if info is None:
+            return None
+        is_self = run.scope.cls is cls and chain is not None and _root(chain) == run.scope.self_name
+        if not run.summaries:
+            return None
+        attributes = self._base_attributes(cls) if (run.in_init and is_self) else self._attributes(cls)
+        value = attributes.get(attr)
+        if value is None:
+            if attr == "device" and info.device_property:
+                return Value(What.DEVICE, owner.places)
+            method = self._method_of(cls, attr)
+            return Value(What.UNKNOWN, NO_PLACES, ref=method) if method is not None else None
+        if value.flags & FOLLOWS_MODULE and not is_self:
+            return value.but(places=owner.places)
+        return self._rehome(value, run.scope, chain)
+
+    def _module_evidence(self, scope: Scope, chain: str) -> bool:
+        """Whether the scope calls a method only modules have on ``chain``."""
+        key = ("evidence", scope.node)
+        found = self._cache.get(key)
+        if found is None:
+            found = set()
+            for node in ast.walk(scope.node):
+                if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in MODULE_EVIDENCE:
+                    receiver = _chain(node.func.value)
+                    if receiver is not None:
+                        found.add(receiver)
+            self._cache[key] = found
+        return chain in found
+
+    def _mentions_device(self, node: ast.AST) -> bool:
+        """Whether a class, function or lambda moves tensors or names a device."""
+        key = ("mentions", node)
+        found = self._cache.get(key)
+        if found is None:
+            found = False
+            for sub in ast.walk(node):
+                if type(sub) is ast.Attribute and sub.attr in ("to", "cuda", "device"):
+                    found = True
+                    break
+                if type(sub) is ast.Name and _DEVICE_NAME.fullmatch(sub.id):
+                    found = True
+                    break
+            self._cache[key] = found
+        return found
+
+    # -- naming a device --------------------------------------------------------------------
+
+    def _device_text(self, run: _Run, other: Value | None, other_node: ast.AST | None) -> str | None:
+        """Text naming the device ``other`` lives on, valid where ``run`` is."""
+        if other is None:
+            return None
+        texts = {p.text for p, _ in other.places if type(p) is Device and p.text is not None and self._valid(p, run.scope)}
+        if len(texts) == 1:
+            return texts.pop()
+        chain = _chain(other_node) if other_node is not None else None
+        if chain is not None:
+            return _naming(other, chain)
+        return None
+
+    def _device_in_reach(self, scope: Scope, run: _Run, statement: ast.stmt) -> str | None:
+        state = self._state_at(scope, run, statement)
+        candidates: list[tuple[int, str]] = []
+
+        def consider(rank: int, text: str, value: Value) -> None:
+            host, device, _ = _kinds(value)
+            candidates.append((rank + (0 if device else 4) + (0 if _root(text) in DEVICE_NAMES or text.rsplit(".", 1)[-1] in DEVICE_NAMES else 1), text))
+
+        for name, value in state.items():
+            if value.what is not What.DEVICE or value.flags & MAYBE_UNBOUND:
+                continue
+            root = _root(name)
+            if "." not in name and scope.counts.get(name, 0) != 1:
+                continue
+            if "." in name and (state.get(root) is None and root != scope.self_name):
+                continue
+            consider(0, name, value)
+        if scope.cls is not None and scope.self_name == "self":
+            attribute = self._attributes(scope.cls).get("device")
+            if attribute is not None and attribute.what is What.DEVICE and "self.device" not in state:
+                consider(0, "self.device", attribute)
+        for node, value in run.values.items():
+            if type(node) is ast.Attribute and value.what is What.DEVICE and type(node.ctx) is ast.Load:
+                chain = _chain(node)
+                if chain is None or _root(chain) not in CONFIG_NAMES or not self._in_reach(scope, state, _root(chain)):
+                    continue
+                consider(2, chain, value)
+        if scope.kind != "module":
+            module_state = self._prepass(self._index.module)
+            for name, value in module_state.items():
+                if value.what is DEVICE_WHAT and "." not in name and self._index.module.counts.get(name, 0) == 1 and self._home(scope, name) is self._index.tree:
+                    consider(8, name, value)
+        flags = list(run.flag_tests)
+        if scope.kind != "module":
+            module_run = self._main(self._index.module)
+            flags += module_run.flag_tests if module_run is not None else []
+        for test in flags:
+            chain = _chain(test)
+            if chain is not None and self._in_reach(scope, state, _root(chain)):
+                candidates.append((16, f'"cuda" if {chain} else "cpu"'))
+        if not candidates:
+            return None
+        return min(candidates, key=lambda c: c[0])[1]
+
+    def _in_reach(self, scope: Scope, state: dict, root: str) -> bool:
+        if root in scope.locals:
+            value = state.get(root)
+            return value is not None and not value.flags & MAYBE_UNBOUND
+        home = self._home(scope, root)
+        return home is self._index.tree and self._index.module.counts.get(root, 0) >= 1
+
+    def _state_at(self, scope: Scope, run: _Run, statement: ast.stmt) -> dict:
+        key = ("state", statement)
+        if key not in self._cache:
+            watcher = _Run(self, scope, run.params, record=False, summaries=True, in_init=run.in_init, watch=statement).run()
+            self._cache[key] = watcher.watched or {}
+        return self._cache[key]
+
+    def _statement_of(self, scope: Scope, node: ast.AST) -> ast.stmt | None:
+        """The innermost statement of ``scope`` that holds ``node``."""
+        position = _position(node)
+        end = (getattr(node, "end_lineno", position[0]), getattr(node, "end_col_offset", position[1]))
+        blocks = [scope.node.body]
+        found = None
+        while blocks:
+            body = blocks.pop()
+            for statement in body:
+                start = _position(statement)
+                if start <= position and end <= (statement.end_lineno, statement.end_col_offset):
+                    found = statement
+                    if type(statement) in _FUNCTIONS or type(statement) is ast.ClassDef:
+                        blocks = []
+                        break
+                    blocks = [getattr(statement, f) for f in ("body", "orelse", "finalbody") if getattr(statement, f, None)]
+                    for handler in getattr(statement, "handlers", ()):
+                        blocks.append(handler.body)
+                    for case in getattr(statement, "cases", ()):
+                        blocks.append(case.body)
+                    break
+        return found
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def _require_text(self) -> str:
+        if self.text is None:
+            raise ValueError("FileFlow was made from a tree: pass text= to map offsets")
+        return self.text
+
+    def _starts(self) -> list[int]:
+        if self._line_starts is None:
+            text = self._require_text()
+            starts = [0, self._bom]  # ast's lines count from 1
+            starts += [m.end() for m in _LINE_BREAK.finditer(text)]
+            self._line_starts = starts
+        return self._line_starts
+
+    def _offset(self, line: int, byte_column: int) -> int:
+        starts = self._starts()
+        start = starts[line] if line < len(starts) else len(self.text)
+        end = starts[line + 1] if line + 1 < len(starts) else len(self.text)
+        line_text = self.text[start:end]
+        if line_text.isascii():
+            return start + byte_column
+        return start + len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace"))
+
+    def _spans_near(self, offset: int) -> dict:
+        """Expressions of the top-level statement holding ``offset``, by span."""
+        starts = self._starts()
+        line = bisect.bisect_right(starts, offset) - 1
+        body = self.tree.body
+        i = bisect.bisect_right([s.lineno for s in body], line) - 1
+        if i < 0:
+            return {}
+        statement = body[i]
+        found = self._spans.get(statement)
+        if found is None:
+            found = {}
+            for node in ast.walk(statement):
+                if isinstance(node, ast.expr):
+                    found.setdefault(self.span(node), node)
+            self._spans[statement] = found
+        return found
+
+
+DEVICE_WHAT = What.DEVICE
+
+
+def _naming(value: Value, chain: str | None) -> str | None:
+    """Text naming the device of ``value``, reached as ``chain``."""
+    if chain is None:
+        return None
+    if value.what is What.DEVICE:
+        return chain
+    if value.what is What.MODULE:
+        return f"next({chain}.parameters()).device"
+    if value.what in (What.TENSOR, What.UNKNOWN):
+        return f"{chain}.device"
+    return None
+
+
+def _header_expressions(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The expressions of a statement's own line(s): a compound statement's
+    header, not its body."""
+    stack = []
+    for field, value in ast.iter_fields(statement):
+        if field in ("body", "orelse", "finalbody", "handlers", "cases", "decorator_list"):
+            continue
+        if isinstance(value, list):
+            stack.extend(v for v in value if isinstance(v, ast.AST))
+        elif isinstance(value, ast.AST):
+            stack.append(value)
+    while stack:
+        node = stack.pop()
+        if type(node) is ast.Lambda:
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _parenthesized(text: str, start: int, end: int) -> bool:
+    """Whether the parenthesis at ``start`` closes at ``end - 1``."""
+    depth = 0
+    for i in range(start, end):
+        ch = text[i]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i == end - 1
+    return False
+
+
+class _CallSites:
+    """One walk: the calls of the file's own functions and classes, the ones
+    used as values (escaped), and those that call themselves (cyclic)."""
+
+    def __init__(self, index: _Index) -> None:
+        self.index = index
+        self.sites: dict[ast.AST, list] = {}
+        self.escaped: set[ast.AST] = set()
+        self.edges: dict[ast.AST, set] = {}  # function -> the scopes that call it
+
+    def find(self) -> tuple[dict, set, set]:
+        self._walk(self.index.tree, self.index.module)
+        return self.sites, self.escaped, self._cyclic()
+
+    def _walk(self, root: ast.AST, scope: Scope) -> None:
+        stack: list[tuple[ast.AST, Scope]] = [(child, scope) for child in ast.iter_child_nodes(root)]
+        scopes = self.index.scopes
+        while stack:
+            node, scope = stack.pop()
+            kind = type(node)
+            if kind in _FUNCTIONS or kind is ast.ClassDef:
+                inner = scopes[node]
+                for field, value in ast.iter_fields(node):
+                    in_body = field == "body"
+                    items = value if isinstance(value, list) else [value]
+                    for item in items:
+                        if isinstance(item, ast.AST):
+                            stack.append((item, inner if in_body else scope))
+                continue
+            if kind is ast.Call:
+                func = node.func
+                target, implicit_self = self._callee(func, scope)
+                if target is not None:
+                    self.sites.setdefault(target, []).append((node, scope, implicit_self))
+                    self.edges.setdefault(target, set()).add(self._caller(scope))
+                    # the callee's name is used by calling it: do not count it as escaping
+                    skip = func if type(func) is ast.Name else func.value
+                    for child in ast.iter_child_nodes(node):
+                        if child is func and type(func) is ast.Attribute:
+                            stack.append((skip, scope))
+                        elif child is not func:
+                            stack.append((child, scope))
+                    continue
+            elif kind is ast.Name and type(node.ctx) is ast.Load:
+                found = self._resolve(node.id, scope)
+                if found is not None:
+                    self.escaped.add(found)
+                    if type(found) is ast.ClassDef:
+                        init = self.index.classes[found].methods.get("__init__")
+                        if init is not None:
+                            self.escaped.add(init)
+            elif kind is ast.Attribute and type(node.value) is ast.Name and scope.cls is not None and node.value.id == scope.self_name:
+                info = self.index.classes.get(scope.cls)
+                if info is not None and node.attr in info.methods:
+                    self.escaped.add(info.methods[node.attr])
+            for child in ast.iter_child_nodes(node):
+                stack.append((child, scope))
+
+    def _callee(self, func: ast.AST, scope: Scope) -> tuple[ast.AST | None, bool]:
+        if type(func) is ast.Name:
+            found = self._resolve(func.id, scope)
+            if type(found) is ast.ClassDef:
+                return self.index.classes[found].methods.get("__init__"), True
+            return found, False
+        if type(func) is ast.Attribute and type(func.value) is ast.Name:
+            method_scope = scope
+            while method_scope is not None and method_scope.cls is None:
+                method_scope = method_scope.outer if method_scope.kind == "function" else None
+            if method_scope is not None and func.value.id == method_scope.self_name and func.value.id not in (scope.counts if scope is not method_scope else {}):
+                info = self.index.classes.get(method_scope.cls)
+                if info is not None and func.attr in info.methods and func.attr not in info.stores:
+                    return info.methods[func.attr], True
+        return None, False
+
+    def _resolve(self, name: str, scope: Scope) -> ast.AST | None:
+        """The def or class statement ``name`` refers to, if bound once by one."""
+        current: Scope | None = scope
+        while current is not None:
+            if name in current.counts and name not in current.declared:
+                return current.defs.get(name) if current.counts[name] == 1 else None
+            current = current.outer
+        return None
+
+    @staticmethod
+    def _caller(scope: Scope) -> ast.AST:
+        while scope.kind == "class":
+            scope = scope.parent
+        return scope.node
+
+    def _cyclic(self) -> set:
+        """Functions that reach themselves through their callers: the
+        strongly connected components (Tarjan's, iterative) of size > 1, and
+        functions that call themselves."""
+        edges = self.edges
+        number: dict = {}
+        low: dict = {}
+        on_stack: set = set()
+        stack: list = []
+        cyclic: set = set()
+        counter = 0
+        for start in list(edges):
+            if start in number:
+                continue
+            work = [(start, iter(edges.get(start, ())))]
+            number[start] = low[start] = counter
+            counter += 1
+            stack.append(start)
+            on_stack.add(start)
+            while work:
+                node, children = work[-1]
+                advanced = False
+                for child in children:
+                    if child not in number:
+                        number[child] = low[child] = counter
+                        counter += 1
+                        stack.append(child)
+                        on_stack.add(child)
+                        work.append((child, iter(edges.get(child, ()))))
+                        advanced = True
+                        break
+                    if child in on_stack:
+                        low[node] = min(low[node], number[child])
+                if advanced:
+                    continue
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == number[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member is node:
+                            break
+                    if len(component) > 1 or node in edges.get(node, ()):
+                        cyclic.update(component)
+        return cyclic

@@ -1,0 +1,734 @@
+"""What the device-flow analysis believes, case by case.
+
+Each case is a snippet with a marked expression: a line ``#^ EXPR`` points at
+the first occurrence of ``EXPR`` on the nearest line above it (found through
+``FileFlow.node_at``, so character offsets are exercised too). Snippets get
+``HEADER`` first unless they import something themselves.
+
+Expected answers are written as ``what placement|placement``: ``tensor Host``,
+``module Device(device)``, ``tensor Device(None)|Host``; placements sorted.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+
+import pytest
+
+from fixdev.codemods.flow import HOST, UNKNOWN, Device, FileFlow, SameAs, What
+
+HEADER = "import torch\nimport torch.nn as nn\nimport numpy as np\nfrom torch.utils.data import DataLoader\n"
+
+
+def prepare(snippet: str) -> str:
+    snippet = textwrap.dedent(snippet).lstrip("\n")
+    return snippet if "import" in snippet else HEADER + snippet
+
+
+def marked(flow: FileFlow, text: str) -> ast.AST:
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("#^"):
+            expression = line.split("#^", 1)[1].strip()
+            j = i - 1
+            while lines[j].lstrip().startswith("#^"):
+                j -= 1
+            found = re.search(r"(?<![\w.])" + re.escape(expression) + r"(?!\w)", lines[j])
+            column = found.start()
+            start = offsets[j] + column
+            node = flow.node_at(start, start + len(expression))
+            assert node is not None, f"no node for {expression!r}"
+            return node
+    raise AssertionError("no #^ marker")
+
+
+def describe(flow: FileFlow, node: ast.AST) -> str:
+    value = flow.value(node)
+    places = "|".join(sorted({repr(p) for p, _ in flow.where(node)}))
+    return f"{value.what.value} {places}".strip()
+
+
+def check(snippet: str) -> tuple[FileFlow, ast.AST]:
+    text = prepare(snippet)
+    flow = FileFlow(text)
+    return flow, marked(flow, text)
+
+
+# -- where a value lives -------------------------------------------------------------------
+
+WHERE = [
+    # factories
+    ("x = torch.zeros(3)\ny = x\n#^ y", "tensor Host"),
+    ("x = torch.randn(2, 3, dtype=torch.float16)\n#^ x", "tensor Host"),
+    ("d = torch.device('cuda')\nx = torch.zeros(3, device=d)\n#^ x", "tensor Device(d)"),
+    ("x = torch.zeros(3, device='cuda')\n#^ x", 'tensor Device("cuda")'),
+    ("x = torch.zeros(3, device='cpu')\n#^ x", "tensor Host"),
+    ("x = torch.zeros(3, device=some_device())\n#^ x", "tensor Unknown"),
+    ("a = np.ones(3)\nx = torch.from_numpy(a)\n#^ x", "tensor Host"),
+    ("a = np.ones(3)\nx = torch.as_tensor(a)\n#^ x", "tensor Host"),
+    ("x = torch.tensor([1.0, 2.0])\n#^ x", "tensor Host"),
+    ("def f(data):\n    x = torch.tensor(data)\n    return x\n#^ x", "tensor Unknown"),
+    ("y = torch.ones(3).cuda()\nx = torch.as_tensor(y)\n#^ x", "tensor Device(None)"),
+    ("x = torch.Tensor(np.zeros(3))\n#^ x", "tensor Host"),
+    ("x = torch.cuda.FloatTensor(3)\n#^ x", "tensor Device(None)"),
+    ("y = torch.zeros(3, device='cuda')\nx = torch.zeros_like(y)\n#^ x", 'tensor Device("cuda")'),
+    # a default device may be in effect: factories are not known to be on the host
+    ("torch.set_default_device('cuda')\nx = torch.zeros(3)\n#^ x", "tensor Unknown"),
+    ("def f():\n    return torch.ones(2)\ntorch.set_default_device('cuda')\nx = torch.zeros(3)\n#^ x", "tensor Unknown"),
+    ("with torch.device('cuda'):\n    x = torch.zeros(3)\n#^ x", "tensor Unknown"),
+    ("with torch.device('cuda'):\n    pass\nx = torch.zeros(3)\n#^ x", "tensor Host"),
+    # moves
+    ("device = 'cuda'\nx = torch.zeros(3).to(device)\n#^ x", "tensor Device(device)"),
+    ("x = torch.zeros(3).cuda()\n#^ x", "tensor Device(None)"),
+    ("x = torch.zeros(3, device='cuda').cpu()\n#^ x", "tensor Host"),
+    ("x = torch.zeros(3).to(torch.float16)\n#^ x", "tensor Host"),
+    ("x = torch.zeros(3).to(dtype=torch.float16)\n#^ x", "tensor Host"),
+    ("y = torch.zeros(3, device='cuda')\nx = torch.zeros(3).type_as(y)\n#^ x", 'tensor Device("cuda")'),
+    ("y = torch.zeros(3, device='cuda')\nx = torch.zeros(3).to(y)\n#^ x", 'tensor Device("cuda")'),
+    ("y = torch.zeros(3, device='cuda')\nx = torch.zeros(3).to(y.device)\n#^ x", 'tensor Device("cuda")'),
+    ("x = torch.zeros(3).to('cpu')\n#^ x", "tensor Host"),
+    ("x = torch.zeros(3).to(args.device)\n#^ x", "tensor Device(args.device)"),
+    ("x = torch.zeros(3).to(DEVICE)\n#^ x", "tensor Device(DEVICE)"),
+    ("x = torch.zeros(3).to(whatever)\n#^ x", "tensor Unknown"),
+    ("x = torch.zeros(3).type(torch.cuda.FloatTensor)\n#^ x", "tensor Device(None)"),
+    ("def f(t):\n    x = torch.tensor(0).type(t.type())\n    return x\n#^ x", "tensor SameAs(t)"),
+    # modules
+    ("class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\nm = Net()\n#^ m", "module Host"),
+    ("class Net(nn.Module):\n    pass\nm = Net()\nm.to('cuda')\nm\n#^ m", 'module Device("cuda")'),
+    ("m = nn.Linear(2, 2)\nm.cuda()\nm\n#^ m", "module Device(None)"),
+    ("m = nn.Linear(2, 2)\nm2 = m.to('cuda')\nm\n#^ m", 'module Device("cuda")'),
+    ("m = nn.Linear(2, 2)\nalias = m\nm.cuda()\nalias\n#^ alias", "module Device(None)"),
+    ("m = nn.Linear(2, 2).cuda()\nm.cpu()\nm\n#^ m", "module Host"),
+    ("m = nn.Linear(2, 2).to('cuda').half()\n#^ m", 'module Device("cuda")'),
+    ("m = nn.Linear(2, 2).cuda()\ny = m(torch.ones(2, device='cuda'))\n#^ y", "tensor Device(None)"),
+    ("act = nn.ReLU()\nx = torch.zeros(3, device='cuda')\ny = act(x)\n#^ y", 'tensor Device("cuda")'),
+    ("act = nn.Sequential(nn.ReLU(), nn.Flatten())\ny = act(torch.zeros(3))\n#^ y", "tensor Host"),
+    ("m = nn.Linear(2, 2).cuda()\nw = m.weight\n#^ w", "tensor Device(None)"),
+    ("m = nn.DataParallel(nn.Linear(2, 2).cuda())\n#^ m", "module Device(None)"),
+    # a module passed to a function the analysis does not follow may come back moved
+    ("m = nn.Linear(2, 2)\nprepare(m)\nm\n#^ m", "module Unknown"),
+    ("m = nn.Linear(2, 2)\nprint(m)\nm\n#^ m", "module Host"),
+    # a module the code shows by its calls
+    ("import torch\nmodel = build()\nmodel.eval()\nmodel.cuda()\nmodel\n#^ model", "module Device(None)"),
+    ("import torch\nx = build()\nx.cuda()\nx\n#^ x", "unknown Unknown"),
+    # tensor methods and arithmetic keep the device
+    ("x = torch.zeros(3, device='cuda')\ny = x.view(3, 1).float()\n#^ y", 'tensor Device("cuda")'),
+    ("x = torch.zeros(3, device='cuda')\ny = x * 2 + 1\n#^ y", 'tensor Device("cuda")'),
+    ("x = torch.zeros(3, device='cuda')\ny = x @ torch.ones(3)\n#^ y", 'tensor Device("cuda")'),
+    ("x = torch.zeros(3)\ny = -x.abs()\n#^ y", "tensor Host"),
+    ("x = torch.zeros(3)\ny = torch.cat([x, x])\n#^ y", "tensor Host"),
+    ("x = torch.zeros(3, device='cuda')\ny = torch.cat([x, torch.ones(3)])\n#^ y", 'tensor Device("cuda")'),
+    ("x = torch.zeros(3)\nn = x.shape[0]\n#^ n", "scalar"),
+    ("x = torch.zeros(3)\nn = x.sum().item()\n#^ n", "scalar"),
+    ("x = torch.zeros(3, device='cuda')\na = x.cpu().numpy()\n#^ a", "array Host"),
+    # devices
+    ("x = torch.zeros(3)\nd = x.device\n#^ d", "device Host"),
+    ("d = torch.device('cuda')\n#^ d", "device Device(torch.device('cuda'))"),
+    ("device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nx = torch.zeros(1, device=device)\n#^ x", "tensor Device(device)"),
+    ("device = 'cuda' if torch.cuda.is_available() else 'cpu'\nd = device\n#^ d", "device Device(device)"),
+    ("device = torch.device('cpu')\nx = torch.zeros(3).to(device)\n#^ x", "tensor Host"),
+    ("def f(x):\n    d = x.device\n    return d\n#^ d", "device SameAs(x)"),
+    ("def f(device):\n    return torch.zeros(3, device=device)\n#^ torch.zeros(3, device=device)", "tensor Device(device)"),
+    # loaders
+    ("loader = DataLoader(ds, batch_size=4)\nfor xb, yb in loader:\n    xb\n#^ xb", "tensor Host"),
+    ("loader = DataLoader(ds)\nfor i, (xb, yb) in enumerate(loader):\n    yb\n#^ yb", "tensor Host"),
+    ("loader = DataLoader(ds)\nfor batch in loader:\n    x = batch[0]\n#^ x", "tensor Host"),
+    ("loader = DataLoader(ds)\nfor batch in loader:\n    batch\n#^ batch", "batch Host"),
+    ("loader = DataLoader(ds)\nfor batch in loader:\n    x = batch['image']\n#^ x", "tensor Host"),
+    ("loader = DataLoader(ds)\nx, y = next(iter(loader))\n#^ x", "tensor Host"),
+    ("from tqdm import tqdm\nimport torch\nfrom torch.utils.data import DataLoader\nfor x, y in tqdm(DataLoader(ds)):\n    x\n#^ x", "tensor Host"),
+    ("loader = DataLoader(ds)\nfor xb, yb in loader:\n    xb = xb.to('cuda')\n    xb\n#^ xb", 'tensor Device("cuda")'),
+    ("loader = DataLoader(ds)\nfor batch in loader:\n    batch = {k: v.to('cuda') for k, v in batch.items()}\n    x = batch['input_ids']\n#^ x", 'tensor Device("cuda")'),
+    ("def collate(items):\n    return [t.to('cuda') for t in items]\nfor x in DataLoader(ds, collate_fn=collate):\n    x\n#^ x", "unknown Unknown"),
+    ("def collate(items):\n    return torch.stack(items)\nfor x in DataLoader(ds, collate_fn=collate):\n    x\n#^ x", "batch Host"),
+    ("for x in DataLoader(ds, collate_fn=imported_collate):\n    x\n#^ x", "unknown Unknown"),
+    ("from torch.utils.data import DataLoader, TensorDataset\nimport torch\nds = TensorDataset(torch.zeros(4, 2, device='cuda'))\nfor (x,) in DataLoader(ds):\n    x\n#^ x", "unknown Unknown"),
+    ("from torch.utils.data import DataLoader, TensorDataset\nimport torch\nds = TensorDataset(torch.zeros(4, 2))\nfor (x,) in DataLoader(ds):\n    x\n#^ x", "tensor Host"),
+    ("class Data(torch.utils.data.Dataset):\n    def __getitem__(self, i):\n        return torch.zeros(2).to(self.device)\nfor x in DataLoader(Data()):\n    x\n#^ x", "unknown Unknown"),
+    ("def run(loader: DataLoader):\n    for x, y in loader:\n        x\n#^ x", "tensor Host"),
+    # joins, loops, rebinding
+    ("x = torch.zeros(3)\nif c:\n    x = x.cuda()\nx\n#^ x", "tensor Device(None)|Host"),
+    ("x = torch.zeros(3)\nif c:\n    x = x.cuda()\nelse:\n    x = x.to('cuda')\nx\n#^ x", 'tensor Device("cuda")|Device(None)'),
+    ("x = torch.zeros(3)\nx = x.cuda()\nx\n#^ x", "tensor Device(None)"),
+    ("x = torch.zeros(3)\nfor i in range(3):\n    x = x.cuda()\nx\n#^ x", "tensor Device(None)|Host"),
+    ("x = torch.zeros(3)\nfor i in range(3):\n    y = x\n#^ y\n    x = x.cuda()", "tensor Device(None)|Host"),
+    ("x = torch.zeros(3)\nwhile c:\n    x = x.cuda()\n    break\nx\n#^ x", "tensor Device(None)|Host"),
+    ("x = torch.zeros(3)\nwhile True:\n    x = x.cuda()\n    break\nx\n#^ x", "tensor Device(None)"),
+    ("x = torch.zeros(3)\ntry:\n    x = x.cuda()\nexcept RuntimeError:\n    pass\nx\n#^ x", "tensor Device(None)|Host"),
+    ("x = torch.zeros(3)\nif c:\n    raise ValueError\nx = x.cuda()\nx\n#^ x", "tensor Device(None)"),
+    ("def f(c):\n    x = torch.zeros(3)\n    if c:\n        return x\n    x = x.cuda()\n    return x\n#^ x", "tensor Device(None)"),
+    ("with torch.no_grad():\n    x = torch.zeros(3).cuda()\nx\n#^ x", "tensor Device(None)"),
+    ("a, b = torch.zeros(3).cuda(), torch.zeros(3)\n#^ b", "tensor Host"),
+    ("a, b = torch.zeros(3).cuda(), torch.zeros(3)\n#^ a", "tensor Device(None)"),
+    ("x = torch.zeros(3)\nx += torch.ones(3)\nx\n#^ x", "tensor Host"),
+    ("xs = [t.cuda() for t in items]\n#^ xs", "unknown Device(None)"),
+    ("xs = [torch.zeros(2).cuda() for _ in range(3)]\n#^ xs", "batch Device(None)"),
+    ("xs = []\nfor i in range(3):\n    xs.append(torch.zeros(2))\ny = torch.stack(xs)\n#^ y", "tensor Host"),
+    ("h = torch.zeros(3)\nfor step in range(4):\n    h = torch.zeros(3, device='cuda') + h\nh\n#^ h", 'tensor Device("cuda")|Host'),
+    # what the code does not show
+    ("def f(x):\n    return x\n#^ x", "unknown SameAs(x)"),
+    ("def f(x: torch.Tensor):\n    return x\n#^ x", "tensor SameAs(x)"),
+    ("def f(m: nn.Module):\n    return m\n#^ m", "module SameAs(m)"),
+    ("x = load_something()\n#^ x", "unknown Unknown"),
+    ("x = torch.load('x.pt')\n#^ x", "unknown Unknown"),
+    ("x = torch.zeros(3)\ny = x + unknown_thing\n#^ y", "tensor Host|Unknown"),
+    # names resolve through imports and scopes
+    ("import torch as t\nx = t.zeros(3)\n#^ x", "tensor Host"),
+    ("from torch import zeros\nx = zeros(3)\n#^ x", "tensor Host"),
+    ("from torch import zeros as z\nx = z(3)\n#^ x", "tensor Host"),
+    ("from torch import nn\nimport torch\nm = nn.Linear(2, 2)\n#^ m", "module Host"),
+    ("import torch.nn\nm = torch.nn.Linear(2, 2)\n#^ m", "module Host"),
+    ("import torch\ndef zeros(n):\n    return [0] * n\nx = zeros(3)\n#^ x", "scalar"),
+    ("import torch\ndef f(torch):\n    x = torch.zeros(3)\n    return x\n#^ x", "unknown Unknown"),
+    ("import torch\ndef f():\n    import numpy as torch\n    x = torch.zeros(3)\n    return x\n#^ x", "array Host"),
+    ("from torch import *\nx = zeros(3)\n#^ x", "tensor Host"),
+    ("from torch import *\nfrom mylib import *\nx = zeros(3)\n#^ x", "unknown Unknown"),
+    ("import torch\nx = zeros(3)\n#^ x", "unknown Unknown"),
+    # summaries of the file's functions
+    ("def load(a):\n    return torch.from_numpy(a).float()\nx = load(np.ones(3))\n#^ x", "tensor Host"),
+    ("def move(t, device):\n    return t.to(device)\nx = move(torch.zeros(3), 'cuda')\n#^ x", 'unknown Device("cuda")'),
+    ("def ident(t):\n    return t * 2\nx = ident(torch.zeros(3).cuda())\n#^ x", "tensor Device(None)"),
+    ("def gen():\n    yield torch.zeros(3)\nx = gen()\n#^ x", "unknown Unknown"),
+    ("def f(n):\n    if n == 0:\n        return torch.zeros(3)\n    return f(n - 1)\nx = f(3)\n#^ x", "unknown Host|Unknown"),
+    # facts flow into functions the file calls
+    ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())", "tensor Device(t.device)"),
+    ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())\nshow(torch.zeros(3))", "tensor Device(t.device)|Host"),
+    ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())\ncallbacks = [show]", "unknown SameAs(t)"),
+]
+
+
+@pytest.mark.parametrize("snippet, expected", WHERE, ids=[f"{i:03d}" for i in range(len(WHERE))])
+def test_where(snippet, expected):
+    flow, node = check(snippet)
+    assert describe(flow, node) == expected
+
+
+# -- classes: facts flow between methods ---------------------------------------------------
+
+NET = """
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+        self.w = nn.Parameter(torch.ones(n))
+        self.register_buffer("mask", torch.ones(n))
+        self.scale = torch.ones(n)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        h = self.fc(x)
+        a = h * self.w
+        b = self.mask
+        c = self.scale
+        d = self.act(x)
+        return a, b, c, d
+"""
+
+CLASS_CASES = [
+    (NET + "#^ h", "h", "tensor Device(self.w.device)"),
+    (NET, "a", "tensor Device(self.w.device)"),
+    (NET, "b", "tensor Device(self.w.device)"),
+    (NET, "c", "tensor Host"),  # a plain tensor attribute does not follow .to()
+    (NET, "d", "unknown SameAs(x)"),
+]
+
+
+@pytest.mark.parametrize("text, name, expected", CLASS_CASES)
+def test_module_attributes(text, name, expected):
+    text = textwrap.dedent(text)
+    flow = FileFlow(text)
+    node = next(n for n in ast.walk(flow.tree) if type(n) is ast.Name and n.id == name and type(n.ctx) is ast.Store)
+    assert describe(flow, node) == expected
+
+
+TRAINER = """
+import torch
+from torch.utils.data import DataLoader
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+class Trainer:
+    def __init__(self, model: torch.nn.Module, valid_loader: DataLoader):
+        self.model = model.to(DEVICE)
+        self.valid_loader = valid_loader
+
+    def validate(self):
+        with torch.no_grad():
+            inputs, target = next(iter(self.valid_loader))
+            output = self.model(inputs)
+        return output
+"""
+
+
+def test_class_facts_flow_into_other_methods():
+    flow = FileFlow(TRAINER)
+    names = {n.id: n for n in ast.walk(flow.tree) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    assert describe(flow, names["output"]) == "tensor Device(DEVICE)"
+    assert describe(flow, names["inputs"]) == "tensor Host"
+    model = next(n for n in ast.walk(flow.tree) if type(n) is ast.Attribute and n.attr == "model" and type(n.ctx) is ast.Load)
+    assert describe(flow, model) == "module Device(DEVICE)"
+
+
+def test_attributes_set_by_a_helper_init_calls():
+    text = textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Cell(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.proj = nn.Linear(n, n)
+                self.init_states(n)
+
+            def init_states(self, n):
+                self.h = torch.zeros(n)
+
+            def forward(self, x):
+                state = self.h
+                return self.proj(x) + state
+        """
+    )
+    flow = FileFlow(text)
+    state = next(n for n in ast.walk(flow.tree) if type(n) is ast.Name and n.id == "state")
+    assert describe(flow, state) == "tensor Host"
+    [sink] = flow.sinks()
+    assert sink.kind == "operand" and ast.unparse(sink.value) == "state"
+    assert [ast.unparse(o) for o in sink.origins] == ["torch.zeros(n)"]
+
+
+def test_attribute_reassigned_elsewhere_is_unknown():
+    text = textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Att(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+                self.mask = None
+
+            def forward(self, x):
+                if self.mask is None:
+                    self.mask = torch.ones(2)
+                m = self.mask
+                return m
+
+            def other(self):
+                m2 = self.mask
+                return m2
+        """
+    )
+    flow = FileFlow(text)
+    names = {n.id: n for n in ast.walk(flow.tree) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    assert describe(flow, names["m"]) == "unknown Host|Unknown"
+    assert describe(flow, names["m2"]) == "unknown Unknown"
+
+
+# -- sinks -----------------------------------------------------------------------------------
+
+
+def sinks(snippet: str) -> list[str]:
+    flow = FileFlow(prepare(snippet))
+    return [
+        f"{s.kind} {ast.unparse(s.value)} from {', '.join(ast.unparse(o) for o in s.origins)} -> {s.device}"
+        for s in flow.sinks()
+    ]
+
+
+SINKS = [
+    # the first seed article: a factory's tensor fed to a model moved with .to(device)
+    (
+        """
+        class SimpleNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(10, 5)
+            def forward(self, x):
+                return self.fc(x)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = SimpleNet().to(device)
+        x = torch.randn(3, 10)
+        output = model(x)
+        """,
+        ["module-input x from torch.randn(3, 10) -> device"],
+    ),
+    # the second seed article's title error: a loader batch fed to a moved model
+    (
+        """
+        from torchvision import datasets, models
+        import torch
+        from torch.utils.data import DataLoader
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = models.resnet18().to(device)
+        criterion = torch.nn.CrossEntropyLoss()
+        loader = DataLoader(datasets.CIFAR10("data"), batch_size=32, shuffle=True)
+        for images, labels in loader:
+            outputs = model(images)
+            loss = criterion(outputs, labels)
+        """,
+        [
+            "module-input images from images -> device",
+            "operand labels from labels -> device",
+        ],
+    ),
+    # moved as they should be: silent
+    (
+        """
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = nn.Linear(10, 2).to(device)
+        loader = DataLoader(ds)
+        for images, labels in loader:
+            images, labels = images.to(device), labels.to(device)
+            loss = nn.functional.cross_entropy(model(images), labels)
+        """,
+        [],
+    ),
+    # both sides move under the same condition: silent
+    (
+        """
+        model = nn.Linear(10, 2)
+        x = torch.randn(3, 10)
+        if args.cuda:
+            model.cuda()
+            x = x.cuda()
+        y = model(x)
+        """,
+        [],
+    ),
+    (
+        """
+        use_cuda = torch.cuda.is_available()
+        model = nn.Linear(10, 2)
+        if use_cuda:
+            model = model.cuda()
+        for x, y in DataLoader(ds):
+            if use_cuda:
+                x, y = x.cuda(), y.cuda()
+            out = model(x)
+        """,
+        [],
+    ),
+    # only the model moves under the flag: the device path fails
+    (
+        """
+        cuda = True if torch.cuda.is_available() else False
+        disc = nn.Linear(4, 1)
+        if cuda:
+            disc.cuda()
+        real = torch.autograd.Variable(imgs.type(Tensor), requires_grad=True)
+        validity = disc(real)
+        grad = torch.autograd.grad(validity, real, torch.ones(real.size(0), 1), create_graph=True)[0]
+        """,
+        ["operand torch.ones(real.size(0), 1) from torch.ones(real.size(0), 1) -> validity.device"],
+    ),
+    # a host module and host inputs: silent
+    ("model = nn.Linear(2, 2)\nmodel(torch.zeros(2))\n", []),
+    # an unknown model: silent
+    ("model = torch.load('m.pt')\nmodel(torch.zeros(2))\n", []),
+    ("model = get_model().cuda()\nmodel(torch.zeros(2))\n", []),
+    # DataParallel moves its inputs
+    ("model = nn.DataParallel(nn.Linear(2, 2).cuda())\nmodel(torch.zeros(2))\n", []),
+    # a 0-dim host tensor combines with a device tensor legally
+    ("x = torch.zeros(3, device='cuda')\ny = x * torch.tensor(2.0)\n", []),
+    ("x = torch.zeros(3, device='cuda')\ns = torch.ones(4).sum()\ny = x / s\n", []),
+    ("x = torch.zeros(3, device='cuda')\ny = x + torch.tensor([2.0])\n", ["operand torch.tensor([2.0]) from torch.tensor([2.0]) -> \"cuda\""]),
+    # host index into a device tensor is legal
+    ("x = torch.zeros(3, device='cuda')\nidx = torch.arange(2)\ny = x[idx]\n", []),
+    # torch functions, comparisons, methods, augmented assignment
+    ("x = torch.zeros(3, device='cuda')\ny = torch.cat([x, torch.ones(3)])\n", ["operand torch.ones(3) from torch.ones(3) -> \"cuda\""]),
+    ("x = torch.zeros(3, device='cuda')\nm = x > torch.ones(3)\n", ["operand torch.ones(3) from torch.ones(3) -> \"cuda\""]),
+    ("x = torch.zeros(3, device='cuda')\nw = torch.ones(3)\ny = x.mul(w)\n", ["operand w from torch.ones(3) -> \"cuda\""]),
+    ("x = torch.zeros(3, device='cuda')\nw = torch.ones(3)\nw += x\n", ["operand w from torch.ones(3) -> \"cuda\""]),
+    ("x = torch.zeros(3, device='cuda')\nw = torch.ones(3)\ny = x.expand_as(w)\n", []),
+    ("x = torch.zeros(3, device='cuda')\nw = torch.ones(3)\nw.copy_(x)\n", []),
+    # numpy
+    ("x = torch.zeros(3, device='cuda')\na = x.numpy()\n", ["numpy x from torch.zeros(3, device='cuda') -> None"]),
+    ("x = torch.zeros(3, device='cuda')\na = np.array(x)\n", ["numpy x from torch.zeros(3, device='cuda') -> None"]),
+    ("x = torch.zeros(3, device='cuda')\na = x.detach().cpu().numpy()\n", []),
+    ("x = torch.zeros(3)\na = x.numpy()\n", []),
+    ("def f(t):\n    return t.numpy()\n", []),
+    # a loop-carried state made on the host meets a device on the first pass
+    (
+        """
+        class RNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(4, 4)
+            def forward(self, xs):
+                h = torch.zeros(1, 4)
+                for x in xs:
+                    h = self.cell(x, h)
+                return h
+        """,
+        ["module-input h from torch.zeros(1, 4) -> next(self.parameters()).device"],
+    ),
+    # a factory in forward meets a submodule's output
+    (
+        """
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                mask = torch.ones(x.shape)
+                return self.fc(x) * mask
+        """,
+        ["operand mask from torch.ones(x.shape) -> next(self.parameters()).device"],
+    ),
+    # ... but not a parameter of unknown place
+    (
+        """
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                mask = torch.ones(x.shape)
+                return x * mask
+        """,
+        [],
+    ),
+    # a state made on the host in forward, with a possibly given one: may be host
+    (
+        """
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 4)
+            def forward(self, x, hidden=None):
+                if hidden is None:
+                    hidden = torch.zeros(1, 1, 4)
+                return self.rnn(x, hidden)
+        """,
+        ["module-input hidden from torch.zeros(1, 1, 4) -> next(self.parameters()).device"],
+    ),
+    # a from_numpy result combined with a device tensor
+    (
+        """
+        device = "cuda"
+        w = torch.zeros(3, device=device)
+        obs = torch.from_numpy(np.zeros(3)).float()
+        y = w * obs
+        """,
+        ["operand obs from torch.from_numpy(np.zeros(3)) -> device"],
+    ),
+    # a function of the file returns a host tensor that meets a moved model
+    (
+        """
+        def reset(env):
+            obs = env.reset()
+            return torch.from_numpy(obs).float()
+        device = torch.device("cuda")
+        policy = nn.Linear(4, 2).to(device)
+        obs = reset(env)
+        action = policy(obs)
+        """,
+        ["module-input obs from torch.from_numpy(obs) -> device"],
+    ),
+    # facts flow into the training function the script calls
+    (
+        """
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = nn.functional.mse_loss(model(x), y)
+        device = torch.device("cuda")
+        net = nn.Linear(4, 1).to(device)
+        train(net, DataLoader(ds), torch.optim.SGD(net.parameters(), 0.1))
+        """,
+        ["operand y from y -> device", "module-input x from x -> device"],
+    ),
+    # a model moved by a function the analysis does not follow: silent
+    (
+        """
+        model = nn.Linear(4, 1)
+        model = accelerator.prepare(model)
+        out = model(torch.zeros(4))
+        """,
+        [],
+    ),
+    # the model moved through a function of the file: seen
+    (
+        """
+        def place(m, device):
+            m.to(device)
+        model = nn.Linear(4, 1)
+        place(model, "cuda")
+        out = model(torch.zeros(4))
+        """,
+        ['module-input torch.zeros(4) from torch.zeros(4) -> "cuda"'],
+    ),
+    # a dict batch fed as keywords
+    (
+        """
+        model = nn.Linear(4, 1).cuda()
+        for batch in DataLoader(ds):
+            out = model(**batch)
+        """,
+        ["module-input batch from batch -> next(model.parameters()).device"],
+    ),
+    # a host module fed a device tensor fails where it is called; what it returns is not known
+    ("model = nn.Linear(4, 1)\nout = model(torch.zeros(4).cuda())\ny = out + torch.zeros(1).cuda()\n", []),
+]
+
+
+@pytest.mark.parametrize("snippet, expected", SINKS, ids=[f"{i:02d}" for i in range(len(SINKS))])
+def test_sinks(snippet, expected):
+    assert sinks(snippet) == expected
+
+
+def test_trainer_validation_batch_is_a_sink():
+    flow = FileFlow(TRAINER)
+    [sink] = flow.sinks()
+    assert sink.kind == "module-input"
+    assert ast.unparse(sink.value) == "inputs"
+    assert sink.device == "DEVICE"
+    [origin] = sink.origins
+    assert type(origin) is ast.Name and origin.id == "inputs" and origin.lineno == 14
+
+
+# -- the device to use ---------------------------------------------------------------------
+
+DEVICE_AT = [
+    # a tensor the line works with
+    ("def f(x):\n    mask = torch.ones(x.shape)\n#^ torch.ones(x.shape)", "x.device"),
+    ("def f(x: torch.Tensor, n):\n    return torch.arange(n) + x\n#^ torch.arange(n)", "x.device"),
+    # a host tensor on the line is not the device to use
+    ("def f(n):\n    a = torch.zeros(n)\n    return torch.arange(n) + a\n#^ torch.arange(n)", None),
+    # the module's own device
+    (
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\n"
+        "    def forward(self):\n        return torch.ones(2)\n#^ torch.ones(2)",
+        "next(self.parameters()).device",
+    ),
+    (
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.ones(2))\n"
+        "    def forward(self):\n        return torch.ones(2)\n#^ torch.ones(2)",
+        "self.w.device",
+    ),
+    (
+        "import torch\nimport pytorch_lightning as pl\nclass M(pl.LightningModule):\n"
+        "    def training_step(self, batch, i):\n        return torch.ones(2)\n#^ torch.ones(2)",
+        "self.device",
+    ),
+    # a module without parameters has no device of its own
+    ("class M(nn.Module):\n    def forward(self):\n        return torch.ones(2)\n#^ torch.ones(2)", None),
+    # a device variable in reach
+    ("device = torch.device('cuda')\nx = torch.ones(2)\n#^ torch.ones(2)", "device"),
+    ("x = torch.ones(2)\n#^ torch.ones(2)\ndevice = torch.device('cuda')", None),
+    ("device = torch.device('cuda')\ndef f():\n    return torch.ones(2)\n#^ torch.ones(2)", "device"),
+    ("def f():\n    return torch.ones(2)\n#^ torch.ones(2)\ndevice = torch.device('cuda')", "device"),
+    ("def f(dev):\n    return torch.ones(2)\n#^ torch.ones(2)", "dev"),
+    ("if c:\n    device = 'cuda'\nx = torch.ones(2)\n#^ torch.ones(2)", None),
+    ("for device in devices:\n    pass\nx = torch.ones(2)\n#^ torch.ones(2)", None),
+    ("class T:\n    def __init__(self, device):\n        self.device = device\n    def run(self):\n        return torch.ones(2)\n#^ torch.ones(2)", "self.device"),
+    ("args = parser.parse_args()\nmodel.to(args.device)\nx = torch.ones(2)\n#^ torch.ones(2)", "args.device"),
+    # a flag
+    ("args = parser.parse_args()\nif args.cuda:\n    model.cuda()\nx = torch.ones(2)\n#^ torch.ones(2)", '"cuda" if args.cuda else "cpu"'),
+    # nothing
+    ("x = torch.ones(2)\n#^ torch.ones(2)", None),
+]
+
+
+@pytest.mark.parametrize("snippet, expected", DEVICE_AT, ids=[f"{i:02d}" for i in range(len(DEVICE_AT))])
+def test_device_at(snippet, expected):
+    flow, node = check(snippet)
+    assert flow.device_at(node) == expected
+
+
+# -- offsets and robustness ---------------------------------------------------------------
+
+
+def test_node_at_and_span_on_non_ascii_lines():
+    text = 'import torch\nname = "héllo wörld"; x = torch.zeros(3)\n# ünïcode\ny = x  # ☃\n'
+    flow = FileFlow(text)
+    start = text.index("torch.zeros(3)")
+    node = flow.node_at(start, start + len("torch.zeros(3)"))
+    assert type(node) is ast.Call and flow.span(node) == (start, start + len("torch.zeros(3)"))
+    # libcst spans include parentheses and whitespace
+    y = text.index("y = x")
+    assert flow.node_at(y + 4, y + 5).id == "x"
+    assert flow.where(flow.node_at(y + 4, y + 5)) == flow.where(flow.node_at(start, start + 14))
+
+
+def test_node_at_parentheses_and_crlf():
+    text = "import torch\r\nx = (torch.zeros(3) + 1)\r\ny = ( x )\r\n"
+    flow = FileFlow(text)
+    start = text.index("(torch")
+    node = flow.node_at(start, text.index(")\r\ny") + 1)
+    assert type(node) is ast.BinOp
+    y = text.index("( x )")
+    assert flow.node_at(y, y + 5).id == "x"
+    assert flow.node_at(text.index("= (") + 2, text.index("= (") + 4) is None
+
+
+def test_byte_order_mark():
+    text = "\ufeffimport torch\nx = torch.zeros(3)\n"
+    flow = FileFlow(text)
+    start = text.index("torch.zeros")
+    node = flow.node_at(start, start + len("torch.zeros(3)"))
+    assert flow.span(node) == (start, start + len("torch.zeros(3)"))
+    assert flow.what(node) is What.TENSOR
+
+
+def test_text_python_cannot_parse_has_no_facts():
+    flow = FileFlow("def f(:\n")
+    assert flow.parsed is False and flow.sinks() == []
+
+
+def test_tree_without_text():
+    tree = ast.parse("import torch\nx = torch.zeros(3)\n")
+    flow = FileFlow(tree)
+    call = tree.body[1].value
+    assert flow.where(call) == frozenset({(HOST, call)})
+    with pytest.raises(ValueError):
+        flow.node_at(0, 1)
+
+
+def test_origins_point_at_the_binding():
+    text = prepare("device = 'cuda'\nw = torch.zeros(2, device=device)\nfor xb, yb in DataLoader(ds):\n    z = xb * w\n")
+    flow = FileFlow(text)
+    [sink] = flow.sinks()
+    [origin] = sink.origins
+    assert type(origin) is ast.Name and origin.id == "xb" and type(origin.ctx) is ast.Store
+    assert sink.device == "device"
+
+
+def test_placements_and_origins_are_exposed():
+    text = prepare("device = 'cuda'\nx = torch.zeros(3)\ny = x.to(device)\n")
+    flow = FileFlow(text)
+    x_call = flow.tree.body[-2].value
+    y = flow.tree.body[-1].targets[0]
+    assert flow.where(x_call) == frozenset({(HOST, x_call)})
+    [(placement, origin)] = flow.where(y)
+    assert placement == Device("device", flow.tree) and origin is flow.tree.body[-1].value
+    assert flow.qualified_name(x_call.func) == "torch.zeros"
+    assert UNKNOWN is not HOST and SameAs("x") == SameAs("x")
+
+
+def test_answers_do_not_depend_on_the_order_of_questions():
+    text = prepare(
+        """
+        def a(x):
+            return b(x) + torch.zeros(3)
+        def b(x):
+            return a(x) if x else x.cuda()
+        y = a(torch.ones(3))
+        """
+    )
+    first = FileFlow(text)
+    answers_first = [describe(first, n) for n in ast.walk(first.tree) if isinstance(n, ast.expr)]
+    second = FileFlow(text)
+    second.sinks()
+    answers_second = [describe(second, n) for n in ast.walk(second.tree) if isinstance(n, ast.expr)]
+    assert answers_first == answers_second
