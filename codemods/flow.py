@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import bisect
 import builtins
+import collections
 import enum
 import re
 from dataclasses import dataclass
@@ -546,6 +547,8 @@ def _constant_number(node: ast.AST) -> bool:
 # ---------------------------------------------------------------------------
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_WALRUS = re.compile(r"([^\W\d]\w*)\s*:=")
+_DEFAULT_DEVICE_CALL = re.compile(r"\bset_default_(?:device|tensor_type)\s*\(")
 
 
 class Scope:
@@ -613,16 +616,19 @@ class _Index:
         self.default_device_set = False
         self._positions: list[tuple[tuple[int, int], Scope]] = []
         self._pending_stores: list = []
+        self.definitions: list[ast.AST] = []  # every def and class statement
         self._scan(tree.body, self.module)
-        if source is None or ":=" in source:
-            self._walrus()
-        for scope in self.scopes.values():
-            scope.locals = frozenset(scope.counts) - scope.declared
         self._positions.sort(key=lambda item: item[0])
         self._starts = [position for position, _ in self._positions]
+        if source is None or ":=" in source:
+            self._walrus(source)
+        for scope in self.scopes.values():
+            scope.locals = frozenset(scope.counts) - scope.declared
         self._resolve_classes()
-        if source is None or "set_default" in source:
+        if source is None:
             self.default_device_set = self._sets_default_device()
+        else:  # in a comment or string too: then less is known, nothing is wrong
+            self.default_device_set = _DEFAULT_DEVICE_CALL.search(source) is not None
 
     # -- the pass ---------------------------------------------------------------------
 
@@ -632,10 +638,12 @@ class _Index:
             if kind in _FUNCTIONS:
                 scope.bind(node.name)
                 scope.defs[node.name] = node
+                self.definitions.append(node)
                 self._function(node, scope)
             elif kind is ast.ClassDef:
                 scope.bind(node.name)
                 scope.defs[node.name] = node
+                self.definitions.append(node)
                 inner = self._new_scope(node, "class", scope)
                 info = self.classes[node] = ClassInfo(node, scope)
                 self._scan(node.body, inner)
@@ -759,22 +767,31 @@ class _Index:
                 stack.extend(getattr(node, field, ()))
         return stores
 
-    def _walrus(self) -> None:
-        """``(x := ...)`` binds in the enclosing function, even inside a comprehension."""
+    def _walrus(self, source: str | None) -> None:
+        """``(x := ...)`` binds in the enclosing function, even inside a
+        comprehension. Found in the text when there is one (an occurrence in
+        a string only makes a name local that is not: less known, never wrong)."""
+        if source is not None:
+            starts = [0] + [m.end() for m in _LINE_BREAK.finditer(source)]
+            for match in _WALRUS.finditer(source):
+                line = bisect.bisect_right(starts, match.start()) - 1
+                prefix = source[starts[line] : match.start()]
+                self._bind_walrus(match.group(1), (line + 1, len(prefix.encode("utf-8"))))
+            return
         for node in ast.walk(self.tree):
             if type(node) is ast.NamedExpr and type(node.target) is ast.Name:
-                scope = self.scope_at((node.lineno, node.col_offset), sorted_ready=False)
-                while scope.kind == "class":
-                    scope = scope.parent
-                scope.bind(node.target.id)
+                self._bind_walrus(node.target.id, (node.lineno, node.col_offset))
+
+    def _bind_walrus(self, name: str, position: tuple[int, int]) -> None:
+        scope = self.scope_at(position)
+        while scope.kind == "class":
+            scope = scope.parent
+        scope.bind(name)
 
     # -- where a node is --------------------------------------------------------------
 
-    def scope_at(self, position: tuple[int, int], sorted_ready: bool = True) -> Scope:
+    def scope_at(self, position: tuple[int, int]) -> Scope:
         """The innermost scope whose span holds ``position``."""
-        if not sorted_ready:
-            candidates = [s for p, s in self._positions if s.contains(position)]
-            return max(candidates, key=lambda s: s.start) if candidates else self.module
         i = bisect.bisect_right(self._starts, position) - 1
         if i < 0:
             return self.module
@@ -1033,6 +1050,10 @@ class _Run:
         self.generator = False
         self.flag_tests: list[ast.AST] = []
         self.calls: dict[ast.Call, tuple] = {}
+        # uses of the file's own functions and classes by name: node -> def; calls -> (function, implicit self)
+        self.references: dict[ast.AST, ast.AST] = {}
+        self.called: set[ast.AST] = set()
+        self.callees: dict[ast.Call, tuple] = {}
         self.discarded: dict[str, frozenset] = {}  # chain -> where a discarded .to() would put it
         self.params = params
         self._loops: list[tuple[list, list]] = []
@@ -1366,8 +1387,12 @@ class _Run:
             self._remember(node, value)
         return value
 
-    def _note_call(self, node: ast.Call, positional: list[Value], keywords: dict) -> None:
+    def _note_call(self, node: ast.Call, positional: list[Value], keywords: dict, callee: ast.AST, implicit_self: bool) -> None:
         """The arguments a call of a function of this file passes, for its context."""
+        self.callees[node] = (callee, implicit_self)
+        self.called.add(node.func)
+        if type(node.func) is ast.Attribute and node.func.attr == callee.name:
+            self.references[node.func] = callee
         old = self.calls.get(node)
         if old is not None:
             positional = [join(a, b) for a, b in zip(old[0], positional)]
@@ -1390,6 +1415,9 @@ class _Run:
             if node.id in self.scope.locals:
                 return UNKNOWN_VALUE  # not bound yet on any path
             value = self.flow._free(self.scope, node.id)
+        ref = value.ref
+        if self.record and (type(ref) in _FUNCTIONS or type(ref) is ast.ClassDef) and ref.name == node.id:
+            self.references[node] = ref
         if value.what is What.DEVICE:
             return self._named_device(value, node.id)
         return value
@@ -1411,6 +1439,8 @@ class _Run:
             return self._named_device(value, chain) if value.what is What.DEVICE else value
         base = self.ev(node.value, state)
         value = self.attribute(base, node.attr, node, chain, state)
+        if self.record and type(value.ref) in _FUNCTIONS and value.ref.name == node.attr:
+            self.references[node] = value.ref
         if chain is not None and type(base.ref) is Instance:
             # what class facts say, kept in the state so branches that set it join with it
             state[chain] = value
@@ -1427,7 +1457,8 @@ class _Run:
                 return found
         what = base.what
         if attr == "device":
-            return self._device_of(base, node)
+            owner = node.value if type(node) is ast.Attribute else node.args[0] if type(node) is ast.Call and node.args else None
+            return self._device_of(base, _chain(owner) if owner is not None else None)
         if what is What.TENSOR:
             if attr in TENSOR_SAME_ATTRIBUTES:
                 return base
@@ -1448,9 +1479,8 @@ class _Run:
             return SCALAR_VALUE
         return UNKNOWN_VALUE
 
-    def _device_of(self, base: Value, node: ast.Attribute) -> Value:
+    def _device_of(self, base: Value, owner: str | None) -> Value:
         """``x.device``: names where ``x`` lives; ``args.device``: a configured device."""
-        owner = _chain(node.value)
         home = self.flow._home(self.scope, _root(owner)) if owner else None
         if base.what in (What.TENSOR, What.MODULE, What.BATCH) or (base.what is What.UNKNOWN and base.places and base.places != UNKNOWN_PLACES):
             places = set()
@@ -1882,7 +1912,10 @@ class _Run:
         positional, keywords = self._arguments(node, state)
         info = self.index.classes.get(cls)
         if self.record:
-            self._note_call(node, positional, keywords)
+            init = info.methods.get("__init__") if info is not None else None
+            self.called.add(node.func)
+            if init is not None:
+                self._note_call(node, positional, keywords, init, True)
         if info is not None and info.is_module:
             flags = PARAM_FREE if info.param_free else 0
             return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), Instance(cls), flags)
@@ -1891,7 +1924,7 @@ class _Run:
     def call_function(self, function: ast.AST, node: ast.Call, state: dict, receiver: Value | None) -> Value:
         positional, keywords = self._arguments(node, state)
         if self.record:
-            self._note_call(node, positional, keywords)
+            self._note_call(node, positional, keywords, function, receiver is not None)
         if not self.summaries:
             return UNKNOWN_VALUE
         if self.in_init and receiver is not None and receiver.ref == Instance(self.scope.cls) and self.depth < _MAX_INLINE_DEPTH:
@@ -1956,7 +1989,7 @@ class _Run:
             function = self.flow._method_of(receiver.ref.cls, name)
             if function is not None:
                 if self.record:
-                    self._note_call(node, positional, keywords)
+                    self._note_call(node, positional, keywords, function, True)
                 if not self.summaries:
                     return UNKNOWN_VALUE
                 if self.in_init and receiver.ref == Instance(self.scope.cls) and self.depth < _MAX_INLINE_DEPTH:
@@ -2052,7 +2085,7 @@ class _Run:
             function = self.flow._method_of(module.ref.cls, name)
             if function is not None:
                 if self.record:
-                    self._note_call(node, positional, keywords)
+                    self._note_call(node, positional, keywords, function, True)
                 if not self.summaries:
                     return UNKNOWN_VALUE
                 if self.in_init and module.ref == Instance(self.scope.cls) and self.depth < _MAX_INLINE_DEPTH:
@@ -2222,6 +2255,7 @@ _EXPRESSIONS = {
 # ---------------------------------------------------------------------------
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_IDENTIFIER = re.compile(r"[^\W\d]\w*")
 
 
 class FileFlow:
@@ -2248,9 +2282,9 @@ class FileFlow:
         self._active: list[tuple] = []
         self._tainted: set[tuple] = set()
         self._runs = 0
-        self._budget = 40 * len(self._index.scopes) + 200
+        self._budget = 2 * len(self._index.scopes) + 20
         self._refs: dict[str, Value] = {}
-        self._sites: dict | None = None
+        self._mention_index: _Mentions | None = None
         self._line_starts: list[int] | None = None
         self._spans: dict[ast.stmt, dict] = {}
         self._device_strings: dict[str, Value | None] = {}
@@ -2605,29 +2639,44 @@ class FileFlow:
             return UNKNOWN_PLACES
         return frozenset({(Device(info.own_text, cls if info.own_text else None), None)})
 
-    def _call_sites(self) -> tuple[dict, set]:
-        """Every call of a function or class of this file (one walk, once):
-        ``{def: [(call, caller scope, implicit self)]}``, and the defs used
-        other than by calling them."""
-        if self._sites is None:
-            self._sites = _CallSites(self._index).find()
-        return self._sites
+    def _mentions(self) -> "_Mentions | None":
+        if self._mention_index is None and self.text is not None:
+            self._mention_index = _Mentions(self)
+        return self._mention_index
 
     def _context(self, scope: Scope) -> dict[str, Value] | None:
         """A function's parameters as its call sites in the file pass them,
-        when every call is seen and they say more than the parameters do."""
+        when every use of its name is seen to be a call (its name occurs in the
+        text nowhere else) and they say more than the parameters do."""
+        mentions = self._mentions()
         function = scope.node
-        sites, escaped, cyclic = self._call_sites()
-        calls = sites.get(function)
-        if not calls or function in escaped or function in cyclic:
+        if mentions is None or function in mentions.cyclic:
             return None
         if any(self._qualified(d, scope.parent) not in TRANSPARENT_DECORATORS for d in function.decorator_list):
             return None
+        target = scope.cls if self._is_init(scope) else function  # a class is called by its name
+        occurrences = mentions.occurrences.get(target.name)
+        if not occurrences or None in occurrences:
+            return None
+        runs = []
+        for caller in set(occurrences):
+            run = self._main(caller)
+            if run is None:
+                return None
+            runs.append(run)
+        seen = 0
+        calls = []
+        for run in runs:
+            for node, used in run.references.items():
+                seen += 1
+                if used is target and node not in run.called:
+                    return None  # used as a value: called where the analysis cannot see
+            calls += [(call, run, implicit) for call, (callee, implicit) in run.callees.items() if callee is function]
+        if seen != len(occurrences) or not calls:
+            return None
         joined: dict[str, Value] = {}
-        for call, caller, implicit_self in calls:
-            run = self._main(caller) if caller.kind != "class" else None
-            recorded = run.calls.get(call) if run is not None else None
-            mapping = self._bind(scope, call, recorded, implicit_self)
+        for call, run, implicit_self in calls:
+            mapping = self._bind(scope, call, run.calls.get(call), implicit_self)
             for name, value in mapping.items():
                 joined[name] = join(joined.get(name), value)
         params = self._symbolic_params(scope)
@@ -2687,6 +2736,9 @@ class FileFlow:
         """A call of a function of this file: its summary, with the call's
         arguments put where its parameters are."""
         scope = self._index.scopes[function]
+        mentions = self._mentions()
+        if mentions is not None and function in mentions.cyclic and mentions.cyclic.get(run.scope.node) is mentions.cyclic[function]:
+            return UNKNOWN_VALUE  # recursion: the summary would depend on itself
         summary = self._symbolic(scope)
         if summary is None or summary.generator:
             return UNKNOWN_VALUE
@@ -2798,11 +2850,14 @@ class FileFlow:
                     for key, value in (run.exits or {}).items():
                         if key.startswith(prefix) and "." not in key[len(prefix) :]:
                             result[key[len(prefix) :]] = value
-            sites, escaped, _ = self._call_sites()
-            only_from_init = {
-                name for name, method in info.methods.items()
-                if method not in escaped and sites.get(method) and all(caller.node is init for _, caller, _ in sites[method])
-            }
+            # helpers only __init__ calls set attributes as __init__ does
+            mentions = self._mentions()
+            only_from_init = set()
+            if mentions is not None and init is not None:
+                for name in info.methods:
+                    occurrences = mentions.occurrences.get(name)
+                    if occurrences and all(o is not None and o.node is init for o in occurrences):
+                        only_from_init.add(name)
             for attr, methods in info.stores.items():
                 if methods - {"__init__"} - only_from_init:
                     result[attr] = join(result.get(attr), UNKNOWN_VALUE)
@@ -2987,6 +3042,26 @@ class FileFlow:
             return start + byte_column
         return start + len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace"))
 
+    def _position_of(self, offset: int) -> tuple[int, int]:
+        """(line, UTF-8 column), as ast counts them, of a character offset."""
+        starts = self._starts()
+        line = max(bisect.bisect_right(starts, offset) - 1, 1)
+        prefix = self.text[starts[line] : offset]
+        return line, len(prefix) if prefix.isascii() else len(prefix.encode("utf-8"))
+
+    def _name_offset(self, definition: ast.AST) -> int:
+        """Character offset of the name in a def or class statement's header."""
+        text, name = self.text, definition.name
+        at = self._offset(definition.lineno, definition.col_offset)
+        while True:
+            at = text.find(name, at)
+            if at < 0:
+                return -1
+            end = at + len(name)
+            if not (text[at - 1 : at].isidentifier() or text[at - 1 : at].isdigit()) and not (text[end : end + 1].isidentifier() or text[end : end + 1].isdigit()):
+                return at
+            at = end
+
     def _spans_near(self, offset: int) -> dict:
         """Expressions of the top-level statement holding ``offset``, by span."""
         starts = self._starts()
@@ -3055,105 +3130,54 @@ def _parenthesized(text: str, start: int, end: int) -> bool:
     return False
 
 
-class _CallSites:
-    """One walk: the calls of the file's own functions and classes, the ones
-    used as values (escaped), and those that call themselves (cyclic)."""
+class _Mentions:
+    """Where the names of the file's functions and classes occur in its text,
+    found by searching the text (no walk over the tree): a name in a string,
+    a comment or ``obj.name`` counts too. That over-approximates who calls
+    whom, which keeps what is built on it safe: contexts (every occurrence
+    must be a call a run has seen) and recursion (functions that reach
+    themselves through the names they mention)."""
 
-    def __init__(self, index: _Index) -> None:
-        self.index = index
-        self.sites: dict[ast.AST, list] = {}
-        self.escaped: set[ast.AST] = set()
-        self.edges: dict[ast.AST, set] = {}  # function -> the scopes that call it
-
-    def find(self) -> tuple[dict, set, set]:
-        self._walk(self.index.tree, self.index.module)
-        return self.sites, self.escaped, self._cyclic()
-
-    def _walk(self, root: ast.AST, scope: Scope) -> None:
-        stack: list[tuple[ast.AST, Scope]] = [(child, scope) for child in ast.iter_child_nodes(root)]
-        scopes = self.index.scopes
-        while stack:
-            node, scope = stack.pop()
-            kind = type(node)
-            if kind in _FUNCTIONS or kind is ast.ClassDef:
-                inner = scopes[node]
-                for field, value in ast.iter_fields(node):
-                    in_body = field == "body"
-                    items = value if isinstance(value, list) else [value]
-                    for item in items:
-                        if isinstance(item, ast.AST):
-                            stack.append((item, inner if in_body else scope))
-                continue
-            if kind is ast.Call:
-                func = node.func
-                target, implicit_self = self._callee(func, scope)
-                if target is not None:
-                    self.sites.setdefault(target, []).append((node, scope, implicit_self))
-                    self.edges.setdefault(target, set()).add(self._caller(scope))
-                    # the callee's name is used by calling it: do not count it as escaping
-                    skip = func if type(func) is ast.Name else func.value
-                    for child in ast.iter_child_nodes(node):
-                        if child is func and type(func) is ast.Attribute:
-                            stack.append((skip, scope))
-                        elif child is not func:
-                            stack.append((child, scope))
+    def __init__(self, flow: "FileFlow") -> None:
+        index = flow._index
+        text = flow.text
+        by_name: dict[str, list[ast.AST]] = {}
+        for node in index.definitions:
+            by_name.setdefault(node.name, []).append(node)
+        headers = {flow._name_offset(node) for node in index.definitions}
+        self.occurrences: dict[str, list[Scope | None]] = {}  # None: in a class body, which no run sees
+        self.edges: dict[ast.AST, set] = {}  # scope -> the definitions it mentions
+        counts = collections.Counter(_IDENTIFIER.findall(text))
+        wanted = {name for name, nodes in by_name.items() if counts[name] > len(nodes)}  # else only in their own headers
+        for name in wanted:
+            self.occurrences[name] = []
+        if wanted:
+            for match in _IDENTIFIER.finditer(text):
+                name = match.group()
+                if name not in wanted or match.start() in headers:
                     continue
-            elif kind is ast.Name and type(node.ctx) is ast.Load:
-                found = self._resolve(node.id, scope)
-                if found is not None:
-                    self.escaped.add(found)
-                    if type(found) is ast.ClassDef:
-                        init = self.index.classes[found].methods.get("__init__")
-                        if init is not None:
-                            self.escaped.add(init)
-            elif kind is ast.Attribute and type(node.value) is ast.Name and scope.cls is not None and node.value.id == scope.self_name:
-                info = self.index.classes.get(scope.cls)
-                if info is not None and node.attr in info.methods:
-                    self.escaped.add(info.methods[node.attr])
-            for child in ast.iter_child_nodes(node):
-                stack.append((child, scope))
+                scope = flow._index.scope_at(flow._position_of(match.start()))
+                self.occurrences[name].append(scope if scope.kind != "class" else None)
+                while scope.kind == "class":
+                    scope = scope.parent
+                targets = self.edges.setdefault(scope.node, set())
+                for node in by_name[name]:
+                    targets.add(node)
+                    info = index.classes.get(node)
+                    if info is not None and "__init__" in info.methods:
+                        targets.add(info.methods["__init__"])
+        self.cyclic = self._cyclic()
 
-    def _callee(self, func: ast.AST, scope: Scope) -> tuple[ast.AST | None, bool]:
-        if type(func) is ast.Name:
-            found = self._resolve(func.id, scope)
-            if type(found) is ast.ClassDef:
-                return self.index.classes[found].methods.get("__init__"), True
-            return found, False
-        if type(func) is ast.Attribute and type(func.value) is ast.Name:
-            method_scope = scope
-            while method_scope is not None and method_scope.cls is None:
-                method_scope = method_scope.outer if method_scope.kind == "function" else None
-            if method_scope is not None and func.value.id == method_scope.self_name and func.value.id not in (scope.counts if scope is not method_scope else {}):
-                info = self.index.classes.get(method_scope.cls)
-                if info is not None and func.attr in info.methods and func.attr not in info.stores:
-                    return info.methods[func.attr], True
-        return None, False
-
-    def _resolve(self, name: str, scope: Scope) -> ast.AST | None:
-        """The def or class statement ``name`` refers to, if bound once by one."""
-        current: Scope | None = scope
-        while current is not None:
-            if name in current.counts and name not in current.declared:
-                return current.defs.get(name) if current.counts[name] == 1 else None
-            current = current.outer
-        return None
-
-    @staticmethod
-    def _caller(scope: Scope) -> ast.AST:
-        while scope.kind == "class":
-            scope = scope.parent
-        return scope.node
-
-    def _cyclic(self) -> set:
-        """Functions that reach themselves through their callers: the
-        strongly connected components (Tarjan's, iterative) of size > 1, and
-        functions that call themselves."""
+    def _cyclic(self) -> dict:
+        """Functions that reach themselves through their callers, each mapped
+        to its component: the strongly connected components (Tarjan's,
+        iterative) of size > 1, and functions that call themselves."""
         edges = self.edges
         number: dict = {}
         low: dict = {}
         on_stack: set = set()
         stack: list = []
-        cyclic: set = set()
+        cyclic: dict = {}
         counter = 0
         for start in list(edges):
             if start in number:
@@ -3192,5 +3216,6 @@ class _CallSites:
                         if member is node:
                             break
                     if len(component) > 1 or node in edges.get(node, ()):
-                        cyclic.update(component)
+                        for member in component:
+                            cyclic[member] = node
         return cyclic
