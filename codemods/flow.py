@@ -124,7 +124,7 @@ class Instance:
 
 
 # Value.flags
-ZERO_DIM = 1  # a 0-dim tensor: a host one combines with device tensors legally
+ZERO_DIM = 1  # may be a 0-dim tensor: a host one combines with device tensors legally
 PARAM_FREE = 2  # a module without parameters or buffers: passes its input's device through
 MAYBE_UNBOUND = 4  # a name not bound on every path to this point
 MOVES_INPUTS = 8  # DataParallel and friends: moves host inputs itself
@@ -186,6 +186,7 @@ NO_PLACES: frozenset = frozenset()
 UNKNOWN_PLACES = frozenset({(UNKNOWN, None)})
 UNKNOWN_VALUE = Value(What.UNKNOWN, UNKNOWN_PLACES)
 SCALAR_VALUE = Value(What.SCALAR)
+ARRAY_VALUE = Value(What.ARRAY)  # host memory, but not an operand torch checks devices of
 NOTHING = Value(What.SCALAR)  # the element of an empty container
 _TENSORISH = (What.TENSOR, What.BATCH, What.UNKNOWN)
 
@@ -1504,7 +1505,7 @@ class _Run:
         return self.subscript(self.ev(node.value, state), node, state)
 
     def subscript(self, container: Value, node: ast.Subscript, state: dict) -> Value:
-        self.ev(node.slice, state)
+        index_value = self.ev(node.slice, state)
         what = container.what
         if isinstance(container.parts, Parts):
             index = node.slice
@@ -1521,7 +1522,10 @@ class _Run:
             elem = container.parts.elem
             return UNKNOWN_VALUE if elem is NOTHING else elem
         if what is What.TENSOR:
-            return container.but(flags=container.flags & ~(ZERO_DIM | FOLLOWS_MODULE))
+            index = node.slice
+            # t[i] may be 0-dim (t[0] of a 1-dim tensor), which combines legally
+            single = type(index) is not ast.Slice and type(index) is not ast.Tuple and index_value.what is What.SCALAR
+            return container.but(flags=(container.flags & ~(ZERO_DIM | FOLLOWS_MODULE)) | (ZERO_DIM if single else 0))
         if what is What.ARRAY or what is What.SCALAR:
             return container if what is What.ARRAY else SCALAR_VALUE
         if what is What.UNKNOWN and container.places and container.places != UNKNOWN_PLACES and container.ref is None:
@@ -1736,7 +1740,7 @@ class _Run:
             if name in ("numpy.array", "numpy.asarray", "numpy.asanyarray", "numpy.copy") and first is not None:
                 if first.what in _TENSORISH and _kinds(first)[1]:
                     self._sink("numpy", node, node.args[0], first, None, None, state)
-            return Value(What.ARRAY, frozenset({(HOST, node)}))
+            return ARRAY_VALUE
         if name in DATA_LOADERS:
             return self.loader(node, positional, keywords)
         if name in PASS_THROUGH_CALLS:
@@ -1813,7 +1817,7 @@ class _Run:
             return self._placed(node, keywords["device"], name == "torch.scalar_tensor" or (name == "torch.tensor" and node.args and _constant_number(node.args[0])))
         if self._default_device or self.index.default_device_set:
             return Value(What.TENSOR, UNKNOWN_PLACES)
-        zero_dim = ZERO_DIM if name == "torch.scalar_tensor" or (name in ("torch.tensor", "torch.as_tensor") and node.args and _constant_number(node.args[0])) else 0
+        zero_dim = ZERO_DIM if name == "torch.scalar_tensor" or (name in ("torch.tensor", "torch.as_tensor") and node.args and self._maybe_number(node.args[0], first)) else 0
         if name in ("torch.tensor", "torch.as_tensor", "torch.asarray") and first is not None and not zero_dim:
             if first.what is What.TENSOR or (first.what is What.BATCH and name != "torch.tensor"):
                 return Value(What.TENSOR, first.places)
@@ -1822,6 +1826,13 @@ class _Run:
                 if not literal:
                     return Value(What.TENSOR, UNKNOWN_PLACES)
         return Value(What.TENSOR, frozenset({(HOST, node)}), flags=zero_dim)
+
+    @staticmethod
+    def _maybe_number(arg: ast.AST, value: Value | None) -> bool:
+        """``torch.tensor(3.0)``, ``torch.tensor(step)``: data that may be a single number."""
+        if _constant_number(arg):
+            return True
+        return value is not None and value.what is What.SCALAR and value.parts is None and type(arg) not in (ast.List, ast.Tuple, ast.ListComp, ast.Constant)
 
     def _placed(self, node: ast.Call, device: Value, zero_dim: bool = False) -> Value:
         places = self._target_places(device, node)
@@ -2043,7 +2054,8 @@ class _Run:
             device = positional[0]
             if type(arg) is ast.Constant and type(arg.value) is int:
                 return frozenset({(Device(None), node)})
-            if device.what is What.UNKNOWN and device.ref is None:
+            if device.what is What.UNKNOWN and (device.ref is None or type(device.ref) is str and device.ref not in DTYPES):
+                # `.to(DEVICE)` with DEVICE imported or unknown: its name says what it is
                 chain = _chain(arg)
                 if chain is not None and _DEVICE_NAME.fullmatch(chain.rsplit(".", 1)[-1]):
                     return frozenset({(Device(chain, self.flow._home(self.scope, _root(chain))), node)})
@@ -2122,7 +2134,7 @@ class _Run:
         if name == "numpy":
             if _kinds(tensor)[1]:
                 self._sink("numpy", node, receiver_node, tensor, None, None, state)
-            return Value(What.ARRAY, frozenset({(HOST, node)}))
+            return ARRAY_VALUE
         if name in NON_TENSOR_RESULTS:
             return SCALAR_VALUE
         if name.startswith("new_"):
@@ -2620,6 +2632,8 @@ class FileFlow:
             return _host_loader()
         if what is What.SCALAR:
             return SCALAR_VALUE
+        if what is What.ARRAY:
+            return ARRAY_VALUE
         same = frozenset({(SameAs(name, function), arg)})
         if what is What.MODULE:
             return Value(What.MODULE, same, frozenset({arg}))

@@ -125,7 +125,7 @@ WHERE = [
     ("x = torch.zeros(3, device='cuda')\ny = torch.cat([x, torch.ones(3)])\n#^ y", 'tensor Device("cuda")'),
     ("x = torch.zeros(3)\nn = x.shape[0]\n#^ n", "scalar"),
     ("x = torch.zeros(3)\nn = x.sum().item()\n#^ n", "scalar"),
-    ("x = torch.zeros(3, device='cuda')\na = x.cpu().numpy()\n#^ a", "array Host"),
+    ("x = torch.zeros(3, device='cuda')\na = x.cpu().numpy()\n#^ a", "array"),
     # devices
     ("x = torch.zeros(3)\nd = x.device\n#^ d", "device Host"),
     ("d = torch.device('cuda')\n#^ d", "device Device(torch.device('cuda'))"),
@@ -170,6 +170,8 @@ WHERE = [
     ("xs = [torch.zeros(2).cuda() for _ in range(3)]\n#^ xs", "batch Device(None)"),
     ("xs = []\nfor i in range(3):\n    xs.append(torch.zeros(2))\ny = torch.stack(xs)\n#^ y", "tensor Host"),
     ("h = torch.zeros(3)\nfor step in range(4):\n    h = torch.zeros(3, device='cuda') + h\nh\n#^ h", 'tensor Device("cuda")|Host'),
+    ("def f(xs):\n    if (n := len(xs)) > 0:\n        y = torch.zeros(n)\n        return y\n#^ y", "tensor Host"),
+    ("x = torch.zeros(3)\nfirst = x[0]\n#^ first", "tensor Host"),
     # what the code does not show
     ("def f(x):\n    return x\n#^ x", "unknown SameAs(x)"),
     ("def f(x: torch.Tensor):\n    return x\n#^ x", "tensor SameAs(x)"),
@@ -185,7 +187,7 @@ WHERE = [
     ("import torch.nn\nm = torch.nn.Linear(2, 2)\n#^ m", "module Host"),
     ("import torch\ndef zeros(n):\n    return [0] * n\nx = zeros(3)\n#^ x", "scalar"),
     ("import torch\ndef f(torch):\n    x = torch.zeros(3)\n    return x\n#^ x", "unknown Unknown"),
-    ("import torch\ndef f():\n    import numpy as torch\n    x = torch.zeros(3)\n    return x\n#^ x", "array Host"),
+    ("import torch\ndef f():\n    import numpy as torch\n    x = torch.zeros(3)\n    return x\n#^ x", "array"),
     ("from torch import *\nx = zeros(3)\n#^ x", "tensor Host"),
     ("from torch import *\nfrom mylib import *\nx = zeros(3)\n#^ x", "unknown Unknown"),
     ("import torch\nx = zeros(3)\n#^ x", "unknown Unknown"),
@@ -442,6 +444,74 @@ SINKS = [
     ("x = torch.zeros(3, device='cuda')\ny = x * torch.tensor(2.0)\n", []),
     ("x = torch.zeros(3, device='cuda')\ns = torch.ones(4).sum()\ny = x / s\n", []),
     ("x = torch.zeros(3, device='cuda')\ny = x + torch.tensor([2.0])\n", ["operand torch.tensor([2.0]) from torch.tensor([2.0]) -> \"cuda\""]),
+    # a tensor indexed by a number may be 0-dim; a numpy scalar is not a tensor
+    ("x = torch.zeros(3, device='cuda')\nstd = torch.FloatTensor([2.0]).pow(2)\ny = x / (2 * std[0])\n", []),
+    ("x = torch.zeros(3, device='cuda')\nstep = np.log(3) / np.log(10)\ny = (1 - step) * x\n", []),
+    ("x = torch.zeros(3, device='cuda')\ndef f(step):\n    return torch.tensor(step)\ny = x * torch.tensor(len(x))\n", []),
+    # a device variable the host side is moved with under a flag while the model always moves: silent
+    (
+        """
+        device = "cuda" if args.cuda else "cpu"
+        model = nn.Linear(2, 2).to(device)
+        x = torch.zeros(2)
+        if args.cuda:
+            x = x.cuda()
+        y = model(x)
+        """,
+        [],
+    ),
+    # the model moves under a condition, the input never: the device path fails
+    (
+        """
+        model = nn.Linear(2, 2)
+        if torch.cuda.is_available():
+            model = model.cuda()
+        y = model(torch.zeros(2))
+        """,
+        ["module-input torch.zeros(2) from torch.zeros(2) -> next(model.parameters()).device"],
+    ),
+    # both on a device, named differently: silent
+    ("device = 'cuda' if ok else 'cpu'\nmodel = nn.Linear(2, 2).cuda()\ny = model(torch.zeros(2).to(device))\n", []),
+    # the batch moved by a helper of the file
+    (
+        """
+        def to_device(batch, device):
+            return [t.to(device) for t in batch]
+        device = torch.device("cuda")
+        model = nn.Linear(2, 2).to(device)
+        for batch in DataLoader(ds):
+            x, y = to_device(batch, device)
+            out = model(x)
+        """,
+        [],
+    ),
+    # ... or by a helper the analysis cannot see: silent
+    (
+        """
+        from utils import to_device
+        import torch
+        from torch.utils.data import DataLoader
+        model = torch.nn.Linear(2, 2).cuda()
+        for batch in DataLoader(ds):
+            x, y = to_device(batch)
+            out = model(x)
+        """,
+        [],
+    ),
+    # a dataset of this file that moves its items: the batches are not known to be on the host
+    (
+        """
+        class Data(torch.utils.data.Dataset):
+            def __init__(self, x, device):
+                self.x = x.to(device)
+            def __getitem__(self, i):
+                return self.x[i]
+        model = nn.Linear(2, 2).cuda()
+        for x in DataLoader(Data(torch.zeros(4, 2), "cuda")):
+            model(x)
+        """,
+        [],
+    ),
     # host index into a device tensor is legal
     ("x = torch.zeros(3, device='cuda')\nidx = torch.arange(2)\ny = x[idx]\n", []),
     # torch functions, comparisons, methods, augmented assignment
@@ -585,6 +655,12 @@ SINKS = [
 @pytest.mark.parametrize("snippet, expected", SINKS, ids=[f"{i:02d}" for i in range(len(SINKS))])
 def test_sinks(snippet, expected):
     assert sinks(snippet) == expected
+
+
+def test_a_device_imported_under_a_device_name():
+    text = TRAINER.replace('DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")', "from core.constants import DEVICE")
+    [sink] = FileFlow(text).sinks()
+    assert sink.kind == "module-input" and ast.unparse(sink.value) == "inputs" and sink.device == "DEVICE"
 
 
 def test_trainer_validation_batch_is_a_sink():
