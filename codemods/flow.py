@@ -407,16 +407,6 @@ PARAM_FREE_LAYERS = frozenset(
 )
 # Losses that own a buffer when given a weight.
 WEIGHTED_LOSSES = frozenset("CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss MultiLabelSoftMarginLoss MultiMarginLoss".split())
-# torch.nn classes that own parameters (for `from torch.nn import *`).
-OWNING_LAYERS = frozenset(
-    (
-        "Module Linear Bilinear LazyLinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d "
-        "BatchNorm1d BatchNorm2d BatchNorm3d SyncBatchNorm LayerNorm GroupNorm InstanceNorm1d InstanceNorm2d "
-        "InstanceNorm3d RMSNorm Embedding EmbeddingBag LSTM GRU RNN LSTMCell GRUCell RNNCell MultiheadAttention "
-        "Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer TransformerDecoderLayer "
-        "PReLU Sequential ModuleList ModuleDict ParameterList ParameterDict Parameter DataParallel"
-    ).split()
-)
 MODULE_WRAPPERS = frozenset(
     {
         "torch.nn.DataParallel",
@@ -530,13 +520,6 @@ def _root(text: str) -> str:
     return text[:end]
 
 
-def _keyword(call: ast.Call, name: str) -> ast.expr | None:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    return None
-
-
 def _constant_number(node: ast.AST) -> bool:
     if type(node) is ast.UnaryOp and type(node.op) in (ast.USub, ast.UAdd):
         node = node.operand
@@ -580,14 +563,6 @@ class Scope:
     def contains(self, position: tuple[int, int]) -> bool:
         return self.start <= position < self.end
 
-    def within(self, other: "Scope") -> bool:
-        scope: Scope | None = self
-        while scope is not None:
-            if scope is other:
-                return True
-            scope = scope.parent
-        return False
-
 
 class ClassInfo:
     __slots__ = ("node", "scope", "methods", "stores", "is_module", "bases", "local_bases", "owns", "own_text", "param_free", "device_property")
@@ -616,7 +591,6 @@ class _Index:
         self.classes: dict[ast.ClassDef, ClassInfo] = {}
         self.default_device_set = False
         self._positions: list[tuple[tuple[int, int], Scope]] = []
-        self._pending_stores: list = []
         self.definitions: list[ast.AST] = []  # every def and class statement
         self._scan(tree.body, self.module)
         self._positions.sort(key=lambda item: item[0])
@@ -717,17 +691,13 @@ class _Index:
         if scope.cls is not None:
             positional = [*args.posonlyargs, *args.args]
             decorators = {_chain(d) for d in node.decorator_list}
-            if positional and "staticmethod" not in decorators:
+            if positional and not decorators & {"staticmethod", "classmethod"}:
                 scope.self_name = positional[0].arg
         self._scan(node.body, scope)
         if scope.cls is not None and scope.self_name:
-            info_stores = self._self_stores(node, scope.self_name)
-            cls_info = self.classes.get(scope.cls)
-            if cls_info is None:  # the class info is made after its body is scanned
-                self._pending_stores.append((scope.cls, node.name, info_stores))
-            else:
-                for attr in info_stores:
-                    cls_info.stores.setdefault(attr, set()).add(node.name)
+            stores = self.classes[scope.cls].stores
+            for attr in self._self_stores(node, scope.self_name):
+                stores.setdefault(attr, set()).add(node.name)
 
     def _target(self, target: ast.AST, scope: Scope) -> None:
         kind = type(target)
@@ -838,10 +808,6 @@ class _Index:
         return None
 
     def _resolve_classes(self) -> None:
-        for cls, method, stores in self._pending_stores:
-            info = self.classes[cls]
-            for attr in stores:
-                info.stores.setdefault(attr, set()).add(method)
         for info in self.classes.values():
             for base in info.node.bases:
                 local = self.local_class(base, info.scope)
@@ -1696,6 +1662,8 @@ class _Run:
                 if self.record:
                     self._remember(func, self.flow._ref(name))
                 return self.call_named(name, node, state)
+            if receiver.what is What.MODULE and func.attr == "forward":
+                return self.call_module(receiver, func.value, node, state)
             chain = _chain(func)
             member = state.get(chain) if chain is not None else None
             if member is None and type(receiver.ref) is Instance:
@@ -2682,7 +2650,9 @@ class FileFlow:
         calls = []
         for run in runs:
             for node, used in run.references.items():
-                seen += 1
+                if used.name != target.name:
+                    continue
+                seen += 1  # a use of this name, of this or a namesake definition
                 if used is target and node not in run.called:
                     return None  # used as a value: called where the analysis cannot see
             calls += [(call, run, implicit) for call, (callee, implicit) in run.callees.items() if callee is function]
@@ -2864,6 +2834,7 @@ class FileFlow:
                     for key, value in (run.exits or {}).items():
                         if key.startswith(prefix) and "." not in key[len(prefix) :]:
                             result[key[len(prefix) :]] = value
+                    _name_devices_by_attribute(result, init, cls, prefix)
             # helpers only __init__ calls set attributes as __init__ does
             mentions = self._mentions()
             only_from_init = set()
@@ -2981,7 +2952,7 @@ class FileFlow:
         if scope.kind != "module":
             module_state = self._prepass(self._index.module)
             for name, value in module_state.items():
-                if value.what is DEVICE_WHAT and "." not in name and self._index.module.counts.get(name, 0) == 1 and self._home(scope, name) is self._index.tree:
+                if value.what is What.DEVICE and "." not in name and self._index.module.counts.get(name, 0) == 1 and self._home(scope, name) is self._index.tree:
                     consider(8, name, value)
         flags = list(run.flag_tests)
         if scope.kind != "module":
@@ -3095,7 +3066,24 @@ class FileFlow:
         return found
 
 
-DEVICE_WHAT = What.DEVICE
+def _name_devices_by_attribute(attributes: dict[str, Value], init: ast.AST, cls: ast.ClassDef, prefix: str) -> None:
+    """``self.device = device`` in ``__init__``: what ``__init__`` moved with
+    ``device`` is, in the other methods, on ``self.device``."""
+    names: dict[str, str] = {}
+    for attr, value in attributes.items():
+        if value.what is What.DEVICE:
+            for placement, _ in value.places:
+                if type(placement) is Device and placement.text is not None and placement.home is init:
+                    names.setdefault(placement.text, prefix + attr)
+    if not names:
+        return
+    for attr, value in list(attributes.items()):
+        places = frozenset(
+            (Device(names[p.text], cls), o) if type(p) is Device and p.home is init and p.text in names else (p, o)
+            for p, o in value.places
+        )
+        if places != value.places:
+            attributes[attr] = value.but(places=places)
 
 
 def _naming(value: Value, chain: str | None) -> str | None:

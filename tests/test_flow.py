@@ -638,6 +638,51 @@ SINKS = [
         """,
         ['module-input torch.zeros(4) from torch.zeros(4) -> "cuda"'],
     ),
+    # an agent keeps its device; its observations come from numpy
+    (
+        """
+        class Agent:
+            def __init__(self, device):
+                self.device = device
+                self.net = nn.Linear(4, 2).to(device)
+            def act(self, obs):
+                obs = torch.from_numpy(obs).float()
+                return self.net(obs)
+        """,
+        ["module-input obs from torch.from_numpy(obs) -> self.device"],
+    ),
+    # submodules follow their model; forward() is a call of the model
+    (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                return self.fc(x)
+        net = Net().cuda()
+        a = net.fc(torch.zeros(4))
+        b = net.forward(torch.ones(4))
+        """,
+        [
+            "module-input torch.zeros(4) from torch.zeros(4) -> next(net.fc.parameters()).device",
+            "module-input torch.ones(4) from torch.ones(4) -> next(net.parameters()).device",
+        ],
+    ),
+    # a method called on the model gets its arguments as context
+    (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def predict(self, x):
+                return self.fc(x).argmax(-1)
+        net = Net().cuda()
+        net.predict(torch.zeros(4))
+        """,
+        ["module-input x from torch.zeros(4) -> next(self.parameters()).device"],
+    ),
     # a dict batch fed as keywords
     (
         """
