@@ -37,37 +37,53 @@ _TOO_DEEP = ("too many nested", "too many levels of indentation", "too many stat
 
 def parse(text: str) -> cst.Module:
     """Parse with libcst, turning its failures into one-line ``SourceError``s."""
-    _guard_nesting(text)
-    parse_text = parseable_text(text)
+    return _libcst_parse(text, _cpython_syntax_error(text))
+
+
+def _libcst_parse(text: str, cpython_error: SyntaxError | None) -> cst.Module:
     try:
-        module = cst.parse_module(parse_text)
+        return cst.parse_module(parseable_text(text))
     except cst.ParserSyntaxError as exc:
+        if cpython_error is not None and cpython_error.lineno:
+            # Both parsers refuse the code: CPython's account is the one users
+            # know (its line, column and message, e.g. "'(' was never closed").
+            raise SourceError(_describe(cpython_error)) from None
+        # CPython accepted what libcst cannot parse: only libcst can say where.
         detail = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
         if detail.startswith("expected one of") or "error at" in detail:
             detail = "invalid syntax"
         raise SourceError(f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: {detail}") from None
     except RecursionError:
         raise SourceError("code is nested too deeply to parse") from None
-    return module
 
 
-def _guard_nesting(text: str) -> bool:
-    """libcst's native parser can overflow the C stack (a crash, not an
-    exception) on nesting deeper than Python itself allows; CPython's parser
-    refuses such code cleanly, so it is asked first. True when it parsed."""
+def _describe(error: SyntaxError) -> str:
+    # CPython's offset is 1-based and counts characters of the line.
+    where = f"line {error.lineno}" + (f", column {error.offset}" if error.offset and error.offset > 0 else "")
+    return f"syntax error at {where}: {error.msg}"
+
+
+def _cpython_syntax_error(text: str) -> SyntaxError | None:
+    """CPython's verdict on ``text``: None when it parses, else its SyntaxError.
+
+    Asked first for two reasons: libcst's native parser can overflow the C
+    stack (a crash, not an exception) on nesting deeper than Python itself
+    allows, which CPython refuses cleanly; and CPython's error message and
+    position are the ones users know. Its refusal is not final: libcst may
+    accept syntax newer than the running Python."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             ast.parse(text)
-            return True
+            return None
         except SyntaxError as exc:
             if any(reason in str(exc.msg) for reason in _TOO_DEEP):
                 raise SourceError(f"code is nested too deeply to parse at line {exc.lineno}: {exc.msg}") from None
+            return exc
         except (RecursionError, MemoryError):
             raise SourceError("code is nested too deeply to parse") from None
-        except ValueError:
-            pass  # e.g. NUL bytes: libcst reports those
-    return False
+        except ValueError as exc:
+            return SyntaxError(str(exc))  # e.g. NUL bytes: no position, so libcst's account is used
 
 
 def check_round_trip(module: cst.Module, text: str) -> None:
@@ -81,8 +97,9 @@ def check_round_trip(module: cst.Module, text: str) -> None:
 def syntax_check(text: str) -> None:
     """Cheap syntax check for files no rule needs to parse: CPython's parser,
     confirmed by libcst's (newer syntax than the running Python is not an error)."""
-    if not _guard_nesting(text):
-        parse(text)
+    error = _cpython_syntax_error(text)
+    if error is not None:
+        _libcst_parse(text, error)
 
 
 def _overlaps(edit: Edit, taken: Sequence[Edit]) -> bool:
@@ -144,9 +161,10 @@ def _comment_suppressions(comment: str) -> set[str] | None | bool:
 
 @dataclass
 class FixOutcome:
-    text: str
-    applied: list[Finding] = field(default_factory=list)
-    remaining: list[Finding] = field(default_factory=list)
+    text: str  # the fixed text
+    applied: list[Finding] = field(default_factory=list)  # positions in the original text
+    remaining: list[Finding] = field(default_factory=list)  # positions in the fixed text
+    remaining_in_original: list[Finding] = field(default_factory=list)  # the same findings, in the original text
 
 
 Approver = Callable[[str, Finding], bool]
@@ -179,13 +197,17 @@ class Engine:
         suppressions = suppressed_codes(text, module, spans, lines)
         if suppressions:
             findings = [f for f in findings if not _is_suppressed(f, index, suppressions)]
-        return sorted(set(findings), key=lambda f: (f.start, f.code, f.end, f.message))
+        # After suppression: silencing one rule must not hide another's finding.
+        return sorted(_one_per_span(findings), key=lambda f: (f.start, f.code, f.end, f.message))
 
     def fix(self, text: str, approve: Approver | None = None) -> FixOutcome:
         """Apply fixes until none is left; ``approve`` may veto each one."""
         outcome = FixOutcome(text)
         rounds: list[list[Edit]] = []  # the edits of each round, as applied
-        refused: set[tuple[str, str, tuple[Edit, ...]]] = set()
+        # A declined fix stays declined for the run. Other fixes move it (and
+        # may rewrite text around it) between rounds, so it is known by its
+        # rule and its span in the original text, which do not change.
+        declined: set[tuple[str, int, int]] = set()
         for _ in range(MAX_ROUNDS):
             findings = self.lint(outcome.text)
             taken: list[Edit] = []
@@ -193,16 +215,18 @@ class Engine:
             for finding in findings:
                 if finding.fix is None:
                     continue
-                key = (finding.code, outcome.text[finding.start : finding.end], finding.fix.edits)
-                if key in refused or any(_overlaps(edit, taken) for edit in finding.fix.edits):
+                original = _in_original(finding, rounds)
+                key = (finding.code, original.start, original.end)
+                if key in declined or any(_overlaps(edit, taken) for edit in finding.fix.edits):
                     continue
                 if approve is not None and not approve(outcome.text, finding):
-                    refused.add(key)
+                    declined.add(key)
                     continue
                 taken.extend(edit for edit in finding.fix.edits if edit not in taken)
                 chosen.append(finding)
             if not chosen:
                 outcome.remaining = findings
+                outcome.remaining_in_original = [_in_original(finding, rounds) for finding in findings]
                 return outcome
             applied_edits = [_with_newline(edit, outcome.text) for edit in taken]
             new_text = apply_edits(outcome.text, applied_edits)
@@ -227,9 +251,11 @@ class Engine:
             raise FixConflictError("internal error: the combined fixes give code that does not parse; nothing written") from None
 
 
-def _map_back(offset: int, edits: Sequence[Edit]) -> int:
+def _map_back(offset: int, edits: Sequence[Edit], end: bool = False) -> int:
     """An offset in the text after ``edits`` → the offset in the text before
-    them (a point inside new content maps to the edit's start)."""
+    them. A point inside new content maps to the replaced text's start, or,
+    for the ``end`` of a span, to its end: a span reaching into rewritten text
+    maps to a span covering what was rewritten."""
     delta = 0
     for edit in edits:
         new_start = edit.start + delta
@@ -237,7 +263,7 @@ def _map_back(offset: int, edits: Sequence[Edit]) -> int:
         if offset < new_start:
             break
         if offset < new_end:
-            return edit.start
+            return edit.end if end and offset > new_start else edit.start
         if offset == new_end:
             return edit.end
         delta += len(edit.content) - (edit.end - edit.start)
@@ -245,17 +271,34 @@ def _map_back(offset: int, edits: Sequence[Edit]) -> int:
 
 
 def _in_original(finding: Finding, rounds: Sequence[Sequence[Edit]]) -> Finding:
-    def back(offset: int) -> int:
+    def back(offset: int, end: bool = False) -> int:
         for edits in reversed(rounds):
-            offset = _map_back(offset, edits)
+            offset = _map_back(offset, edits, end)
         return offset
 
     if not rounds:
         return finding
     fix = finding.fix
     if fix is not None:
-        fix = dataclasses.replace(fix, edits=tuple(Edit(back(e.start), back(e.end), e.content) for e in fix.edits))
-    return dataclasses.replace(finding, start=back(finding.start), end=back(finding.end), fix=fix)
+        fix = dataclasses.replace(fix, edits=tuple(Edit(back(e.start), back(e.end, True), e.content) for e in fix.edits))
+    return dataclasses.replace(finding, start=back(finding.start), end=back(finding.end, True), fix=fix)
+
+
+def _one_per_span(findings: Iterable[Finding]) -> list[Finding]:
+    """One problem, one finding: where rules report the very same span, keep
+    one, the one with a fix first, then the lowest code. Counts and summaries
+    then agree whatever mode runs (each fix is applied once either way)."""
+    best: dict[tuple[int, int], Finding] = {}
+    for finding in findings:
+        span = (finding.start, finding.end)
+        kept = best.get(span)
+        if kept is None or _preference(finding) < _preference(kept):
+            best[span] = finding
+    return list(best.values())
+
+
+def _preference(finding: Finding) -> tuple:
+    return (finding.fix is None, finding.code, finding.message)
 
 
 def _with_newline(edit: Edit, text: str) -> Edit:
@@ -273,6 +316,12 @@ def _is_suppressed(finding: Finding, index: LineIndex, suppressions: dict[int, s
         if line not in suppressions:
             continue
         words = suppressions[line]
-        if words is None or finding.code in words or finding.name in words:
+        if words is None or finding.name in words or any(_is_code_prefix(word, finding.code) for word in words):
             return True
     return False
+
+
+def _is_code_prefix(word: str, code: str) -> bool:
+    """``FDV1`` covers FDV101, FDV102 …, as flake8 reads ``# noqa: E1``; a word
+    must end in a digit, so ``FDV`` alone or a rule name never matches a code."""
+    return word[-1:].isdigit() and code.startswith(word.upper())

@@ -5,7 +5,7 @@ from fixdev.codemods.like_factory import LikeFactory
 from fixdev.engine import Engine, FixConflictError
 from fixdev.findings import apply_edits
 from fixdev.registry import all_rules
-from fixdev.rule import Edit, Rule
+from fixdev.rule import Edit, Rule, dotted
 from fixdev.source import SourceError
 
 ALL = Engine(all_rules())
@@ -95,3 +95,106 @@ def test_applied_findings_are_in_the_original_texts_terms():
     assert [f.code for f in outcome.applied] == ["FDV101", "FDV104", "FDV104"]
     for finding in outcome.applied:
         assert src[finding.start : finding.end].startswith(("torch.zeros(x.shape)", "torch.zeros(x.shape).cuda()", "w.cuda()"))
+
+
+# Issue 10 item 7: syntax errors as CPython's parser reports them.
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("def f(:\n", "syntax error at line 1, column 7: invalid syntax"),
+        ("x = 1\n\ndef f(x:\n    return x\n", "syntax error at line 3, column 6: '(' was never closed"),
+        # A file some rule would analyse goes through libcst's parse, not only the check.
+        ("import torch\nx = torch.ones(a.shape\n", "syntax error at line 2, column 15: '(' was never closed"),
+        ("é = 'é'; y = f(:\n", "syntax error at line 1, column 16: invalid syntax"),  # columns count characters
+    ],
+)
+def test_syntax_errors_report_cpythons_line_column_and_message(tmp_path, fixdev, source, expected):
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    result = fixdev("m.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.decode("utf-8").splitlines()[0] == f"m.py: error: {expected}"
+
+
+# Issue 10 item 10: one span, one finding, whichever rules report it.
+SAME_SPAN = """import torch
+import torch.nn as nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        mask = torch.ones(x.shape)
+        z = y.cuda(0)
+        return y * mask
+"""
+
+
+def test_findings_on_one_span_from_two_rules_are_one_and_summaries_agree(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(SAME_SPAN)
+    check = fixdev("--output-format", "concise", "m.py", cwd=tmp_path)
+    assert [line.split()[1] for line in check.stdout.decode().splitlines()] == ["FDV101", "FDV104"]
+    assert "Found 2 findings (1 fixable with --apply)." in check.stderr.decode()
+    diff = fixdev("--diff", "m.py", cwd=tmp_path)
+    assert "Would fix 1 finding in 1 file; 1 without a fix." in diff.stderr.decode()
+
+
+def test_one_span_keeps_the_finding_with_a_fix_then_the_lowest_code():
+    class Twin(Rule):
+        """Reports the span FDV101 reports, without a fix, under a lower code."""
+
+        code, name, message, trigger = "FDV001", "twin", "twin", "ones"
+
+        def visit_Call(self, node):
+            if dotted(node.func) == "torch.ones":
+                self.report(node)
+
+    class Triplet(Twin):
+        """The same, under a higher code."""
+
+        code, name = "FDV901", "triplet"
+
+    src = "import torch\ny = torch.ones(x.shape)\n"
+    assert [f.code for f in Engine([Twin, LikeFactory, Triplet]).lint(src)] == ["FDV101"]  # the one with a fix
+    assert [f.code for f in Engine([Triplet, Twin]).lint(src)] == ["FDV001"]  # then the lowest code
+    # Collapsing comes after suppression: silencing one rule leaves the other's finding.
+    quiet = "import torch\ny = torch.ones(x.shape)  # noqa: FDV101\n"
+    assert [f.code for f in Engine([Twin, LikeFactory]).lint(quiet)] == ["FDV001"]
+
+
+# Issue 10 item 14: a declined fix stays declined for the run.
+def test_a_declined_fix_is_not_offered_again_after_other_fixes_move_it():
+    src = "import torch\na = torch.ones(x.shape)\nb = torch.zeros(y.shape)\n"
+    asked = []
+
+    def approve(text, finding):
+        asked.append(text[finding.start : finding.end])
+        return "ones" in asked[-1]
+
+    outcome = Engine([LikeFactory]).fix(src, approve)
+    assert asked == ["torch.ones(x.shape)", "torch.zeros(y.shape)"]
+    assert outcome.text == "import torch\na = torch.ones_like(x)\nb = torch.zeros(y.shape)\n"
+    assert [f.code for f in outcome.remaining] == ["FDV101"]
+
+
+def test_a_declined_fix_inside_an_accepted_one_is_not_offered_again():
+    src = "import torch\ndevice = 'cuda'\ny = torch.zeros(x.shape).cuda()\n"
+    asked = []
+
+    def approve(text, finding):
+        asked.append(finding.code)
+        return finding.code == "FDV101"
+
+    outcome = ALL.fix(src, approve)
+    assert sorted(asked) == ["FDV101", "FDV104"]
+    assert outcome.text == "import torch\ndevice = 'cuda'\ny = torch.zeros_like(x).cuda()\n"
+
+
+# Issue 10 item 17: a code prefix in `# noqa` suppresses, as in flake8.
+def test_noqa_with_a_code_prefix_suppresses(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text("import torch\ny = torch.ones(x.shape)  # noqa: FDV1\nz = torch.ones(w.shape)  # noqa: FDV2\n")
+    result = fixdev("--output-format", "concise", "m.py", cwd=tmp_path)
+    assert [line.split(":")[1] for line in result.stdout.decode().splitlines()] == ["3"]
