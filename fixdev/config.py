@@ -74,10 +74,11 @@ class Settings:
 
 
 def _string_list(value: Any, key: str, where: Path) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
+    # A lone string is refused, not taken as a list of one: `ignore = "FDV105"`
+    # is most likely a slip, and the README promises a type error for it.
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: error: [tool.fixdev] {key} must be a list of strings")
+        found = "a string" if isinstance(value, str) else type(value).__name__
+        raise ConfigError(f"{where}: error: [tool.fixdev] {key} must be a list of strings, not {found}")
     return tuple(value)
 
 
@@ -88,6 +89,9 @@ def _rule_words(words: tuple[str, ...], key: str, where: Path) -> tuple[str, ...
         except registry.SelectionError as exc:
             raise ConfigError(f"{where}: error: [tool.fixdev] {key}: {exc}") from None
     return words
+
+
+KEYS = ("select", "extend-select", "ignore", "exclude", "per-file-ignores", "rules")
 
 
 def parse_table(table: dict[str, Any], where: Path) -> Settings:
@@ -108,8 +112,14 @@ def parse_table(table: dict[str, Any], where: Path) -> Settings:
         elif key == "rules":
             values["rule_options"] = _parse_rule_options(value, where)
         else:
-            raise ConfigError(f"{where}: error: unknown key {key!r} in [tool.fixdev]")
-    return replace(settings, **values)
+            raise ConfigError(f"{where}: error: unknown key {key!r} in [tool.fixdev]{registry.did_you_mean(key, KEYS)}")
+    settings = replace(settings, **values)
+    if {"select", "extend_select", "ignore"} & set(values):
+        try:
+            settings.rules()
+        except registry.SelectionError as exc:
+            raise ConfigError(f"{where}: error: [tool.fixdev] {exc}") from None
+    return settings
 
 
 def _parse_rule_options(value: Any, where: Path) -> tuple:
@@ -120,7 +130,8 @@ def _parse_rule_options(value: Any, where: Path) -> tuple:
         try:
             rule = registry.find_rule(rule_word)
         except registry.SelectionError:
-            raise ConfigError(f"{where}: error: [tool.fixdev.rules] unknown rule {rule_word!r}") from None
+            suggestion = registry.did_you_mean(rule_word, [rule.name for rule in registry.all_rules()])
+            raise ConfigError(f"{where}: error: [tool.fixdev.rules] unknown rule {rule_word!r}{suggestion}") from None
         if not isinstance(options, dict):
             raise ConfigError(f"{where}: error: [tool.fixdev.rules.{rule_word}] must be a table")
         checked = []
@@ -128,7 +139,7 @@ def _parse_rule_options(value: Any, where: Path) -> tuple:
             option = rule.options.get(key)
             if option is None:
                 known = ", ".join(rule.options) or "none"
-                raise ConfigError(f"{where}: error: unknown option {key!r} for rule {rule.name} (known: {known})")
+                raise ConfigError(f"{where}: error: unknown option {key!r} for rule {rule.name} (known: {known}){registry.did_you_mean(key, rule.options)}")
             if not isinstance(option_value, option.type):
                 raise ConfigError(
                     f"{where}: error: [tool.fixdev.rules.{rule_word}] {key} must be {option.type.__name__}, "

@@ -1,7 +1,8 @@
 """Which files a run looks at.
 
 Directories are walked for ``*.py``; ``.gitignore`` files (from the repository
-root down) and the default and configured excludes prune the walk. A file named
+root down), the default excludes, ``--exclude`` (relative to the current folder)
+and ``[tool.fixdev] exclude`` (relative to its pyproject.toml) prune the walk. A file named
 on the command line is always processed. Symbolic links to directories are not
 followed, a linked file is taken only when it resolves inside the tree being
 walked, and a file reached twice is yielded once.
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import pathspec
 
-from .config import DEFAULT_EXCLUDES
+from .config import DEFAULT_EXCLUDES, ConfigError, nearest
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,24 @@ def _relative(path: Path, root: Path) -> Path:
         return path.absolute().relative_to(root.absolute())
     except ValueError:
         return path
+
+
+def _configured_excludes(folder: Path) -> tuple[Path, pathspec.PathSpec] | None:
+    """``[tool.fixdev] exclude`` of the configuration that governs files in
+    ``folder`` (the nearest pyproject.toml with such a table), with the
+    folder its patterns are relative to: that pyproject.toml's own."""
+    try:
+        settings = nearest(folder)
+    except ConfigError:
+        return None  # reported, once, when the files are processed
+    if not settings.exclude:
+        return None
+    return settings.root.absolute(), _config_spec(settings.exclude)
+
+
+@lru_cache(maxsize=None)
+def _config_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    return _spec(patterns)
 
 
 def _repo_root(start: Path) -> Path | None:
@@ -99,9 +119,15 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
     exclude_root = (exclude_root or Path.cwd()).absolute()
     seen: set[str] = set()
 
-    def excluded(path: Path, is_dir: bool) -> bool:
+    def excluded(path: Path, is_dir: bool, configured: tuple[Path, pathspec.PathSpec] | None) -> bool:
         rel = _relative(path, exclude_root).as_posix()
-        return exclude_spec.match_file(rel + ("/" if is_dir else "")) or exclude_spec.match_file(rel)
+        if exclude_spec.match_file(rel + ("/" if is_dir else "")) or exclude_spec.match_file(rel):
+            return True
+        if configured is None:
+            return False
+        root, spec = configured
+        rel = _relative(path, root).as_posix()
+        return spec.match_file(rel + ("/" if is_dir else "")) or spec.match_file(rel)
 
     def first_time(path: Path) -> bool:
         key = os.path.realpath(path)
@@ -130,6 +156,7 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
                 yield Missing(folder, f"cannot list directory: {exc.strerror}")
                 continue
             subfolders = []
+            configured = _configured_excludes(folder.absolute())
             for entry in entries:
                 path = Path(entry.path)
                 try:
@@ -138,10 +165,10 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
                 except OSError:
                     continue
                 if is_dir:
-                    if not excluded(path, True) and not ignores.ignored(path.absolute(), True):
+                    if not excluded(path, True, configured) and not ignores.ignored(path.absolute(), True):
                         subfolders.append(path)
                     continue
-                if not entry.name.endswith(".py") or excluded(path, False) or ignores.ignored(path.absolute(), False):
+                if not entry.name.endswith(".py") or excluded(path, False, configured) or ignores.ignored(path.absolute(), False):
                     continue
                 if is_link:
                     target = os.path.realpath(path)

@@ -3,6 +3,7 @@ turns ``--select`` / ``--ignore`` words into a set of rules."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 from functools import lru_cache
@@ -31,11 +32,23 @@ def all_rules() -> tuple[type[Rule], ...]:
     return tuple(found[code] for code in sorted(found))
 
 
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """``; did you mean 'x'?`` for the closest candidate, or nothing."""
+    candidates = list(candidates)
+    folded = {candidate.lower(): candidate for candidate in candidates}
+    close = difflib.get_close_matches(word.lower(), folded, n=1)
+    return f"; did you mean {folded[close[0]]!r}?" if close else ""
+
+
+def _rule_words() -> list[str]:
+    return [word for rule in all_rules() for word in (rule.name, rule.code)]
+
+
 def find_rule(word: str) -> type[Rule]:
     for rule in all_rules():
         if word.upper() == rule.code or word.lower() == rule.name:
             return rule
-    raise SelectionError(f"unknown rule {word!r}")
+    raise SelectionError(f"unknown rule {word!r}{did_you_mean(word, _rule_words())}")
 
 
 def matching(word: str) -> list[type[Rule]]:
@@ -45,14 +58,19 @@ def matching(word: str) -> list[type[Rule]]:
         return list(all_rules())
     rules = [r for r in all_rules() if r.code.startswith(word.upper()) or r.name == word.lower()]
     if not rules:
-        raise SelectionError(f"unknown rule code, prefix or name {word!r}")
+        raise SelectionError(f"unknown rule code, prefix or name {word!r}{did_you_mean(word, [*_rule_words(), 'ALL'])}")
     return rules
 
 
 def select(selected: Iterable[str], extended: Iterable[str] = (), ignored: Iterable[str] = ()) -> tuple[type[Rule], ...]:
+    """The rules chosen; a selection that leaves none is an error, not a run
+    that silently checks nothing."""
+    selected, extended, ignored = tuple(selected), tuple(extended), tuple(ignored)
     chosen: set[type[Rule]] = set()
     for word in [*selected, *extended]:
         chosen.update(matching(word))
     for word in ignored:
         chosen.difference_update(matching(word))
+    if not chosen:
+        raise SelectionError(f"no rule left to run (selected: {', '.join(selected + extended) or 'none'}; ignored: {', '.join(ignored) or 'none'})")
     return tuple(rule for rule in all_rules() if rule in chosen)

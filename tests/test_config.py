@@ -52,3 +52,35 @@ def test_nearest_walks_up_and_skips_pyprojects_without_a_table(tmp_path):
     nearest.cache_clear()
     assert nearest(inner).ignore == ("FDV104",)
     assert nearest(inner).root == tmp_path
+
+
+# Issue 10 item 17
+def test_unknown_key_suggests_a_close_one(tmp_path, fixdev):
+    write(tmp_path, '[tool.fixdev]\nselct = ["ALL"]\n')
+    (tmp_path / "m.py").write_text("x = 1\n")
+    result = fixdev("m.py", cwd=tmp_path)
+    assert result.returncode == 2 and "unknown key 'selct' in [tool.fixdev]; did you mean 'select'?" in result.stderr.decode()
+
+
+def test_unknown_rule_in_configuration_suggests_a_close_one(tmp_path, fixdev):
+    write(tmp_path, '[tool.fixdev]\nignore = ["cuda-cal"]\n')
+    (tmp_path / "m.py").write_text("x = 1\n")
+    result = fixdev("m.py", cwd=tmp_path)
+    assert result.returncode == 2 and "did you mean 'cuda-call'?" in result.stderr.decode()
+
+
+@pytest.mark.parametrize("body, key", [('ignore = "FDV105"', "ignore"), ('select = "ALL"', "select"), ('exclude = "legacy/"', "exclude"),
+                                       ('per-file-ignores = { "tests/**" = "cuda-call" }', "per-file-ignores.tests/**")])
+def test_a_string_where_a_list_belongs_is_a_type_error(tmp_path, fixdev, body, key):
+    path = write(tmp_path, f"[tool.fixdev]\n{body}\n")
+    (tmp_path / "m.py").write_text("x = 1\n")
+    result = fixdev("m.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [f"{path}: error: [tool.fixdev] {key} must be a list of strings, not a string"]
+
+
+def test_a_configuration_that_leaves_no_rule_is_an_error(tmp_path, fixdev):
+    path = write(tmp_path, '[tool.fixdev]\nselect = ["FDV104"]\nignore = ["cuda-call"]\n')
+    (tmp_path / "m.py").write_text("x = 1\n")
+    result = fixdev("m.py", cwd=tmp_path)
+    assert result.returncode == 2 and f"{path}: error:" in result.stderr.decode() and "no rule" in result.stderr.decode()

@@ -50,3 +50,30 @@ def test_links_are_not_followed_out_of_the_tree_and_files_come_once(tmp_path):
     os.symlink(outside / "secret.py", tree / "linked_file.py")
     os.symlink(tree / "a.py", tree / "alias.py")
     assert names(discover([tree, tree / "a.py"], exclude_root=tree), tree) == ["a.py"]
+
+
+# Issue 10 item 6
+def test_config_exclude_is_applied_relative_to_its_pyproject(tmp_path, fixdev):
+    project = tmp_path / "project"
+    bug = "import torch\ny = torch.ones(x.shape)\n"
+    for name in ("m.py", "src/legacy/old.py", "src/api_pb2.py", "other/src/legacy/kept.py"):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(bug)
+    # `src/legacy/` has a slash: anchored at the pyproject.toml's folder, not at the current one.
+    (project / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["src/legacy/", "*_pb2.py"]\n')
+    result = fixdev("--output-format", "concise", "project", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in result.stdout.decode().splitlines()) == ["project/m.py", "project/other/src/legacy/kept.py"]
+    # A file named on the command line is still processed, as with --exclude.
+    named = fixdev("--output-format", "concise", "project/src/api_pb2.py", cwd=tmp_path)
+    assert named.stdout.decode().startswith("project/src/api_pb2.py:2:5: FDV101")
+
+
+def test_config_exclude_of_a_nearer_pyproject_governs_its_folder(tmp_path, fixdev):
+    bug = "import torch\ny = torch.ones(x.shape)\n"
+    for name in ("a/gen.py", "b/gen.py", "b/keep.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(bug)
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["a/"]\n')
+    (tmp_path / "b" / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["gen.py"]\n')
+    result = fixdev("--output-format", "concise", ".", cwd=tmp_path)
+    assert sorted(line.split(":")[0] for line in result.stdout.decode().splitlines()) == ["b/keep.py"]
