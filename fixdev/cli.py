@@ -16,6 +16,7 @@ from typing import List, Optional
 import typer
 
 from . import __version__, output, parallel
+from .config import ConfigError, nearest
 from .discovery import Missing, discover
 from .findings import Finding, apply_edits
 from .registry import SelectionError, all_rules, find_rule, matching
@@ -147,7 +148,20 @@ class Interaction:
         return answer[0] in "ya"
 
 
-@app.command(context_settings={"help_option_names": ["-h", "--help"]})
+EPILOG = """\b
+Configuration: [tool.fixdev] in the nearest pyproject.toml above each file
+(select, extend-select, ignore, exclude, per-file-ignores, rules.NAME.OPTION);
+--select replaces select, --extend-select and --ignore add to the configured ones.
+
+\b
+Exit codes:
+  0  nothing to fix or report (--apply: everything fixable was fixed)
+  1  findings or fixes exist (--apply: findings without a fix remain)
+  2  usage error, bad configuration, or a file that could not be processed
+"""
+
+
+@app.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 def main_command(
     paths: Optional[List[Path]] = typer.Argument(None, help="Files or folders to check (default: .). '-' reads stdin.", show_default=False, metavar="PATH..."),
     check: bool = typer.Option(False, "--check", help="Report findings, change nothing (the default)."),
@@ -184,6 +198,8 @@ def main_command(
         except SelectionError as exc:
             _fail(f"{exc} (see fixdev --list-rules)")
     overrides = Overrides(select=_words(select) or None, extend_select=_words(extend_select), ignore=_words(ignore))
+    if select or extend_select or ignore:
+        _check_selection(overrides)
     use_color = _use_color(color)
     paths = paths or [Path(".")]
 
@@ -191,6 +207,10 @@ def main_command(
         if len(paths) > 1:
             _fail("'-' (stdin) cannot be combined with other paths")
         raise typer.Exit(_run_stdin(Path(stdin_filename or "stdin.py"), mode, overrides, output_format, quiet, exit_zero, use_color))
+    if stdin_filename is not None:
+        # Reading stdin only because a name was given would hang a run that
+        # meant to scan folders; scanning them would ignore what was piped.
+        _fail("--stdin-filename goes with the path '-' (fixdev --stdin-filename NAME -)")
 
     ask = Interaction(use_color) if interactive else None
     results: list[FileResult] = []
@@ -233,23 +253,51 @@ def main_command(
         else:
             typer.echo(output.sarif(items), nl=False)
     if not quiet:
-        _summary(results, mode)
+        _summary(results, mode, errors)
     raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+
+
+def _check_selection(overrides: Overrides) -> None:
+    """Flags that leave no rule to run are a usage error, said before any work.
+    Checked against the configuration of the current folder; a file governed
+    by another one that, with the flags, leaves none is reported as it is met."""
+    try:
+        overrides.apply(nearest(Path.cwd().absolute())).rules()
+    except SelectionError as exc:
+        _fail(f"{exc} (see fixdev --list-rules)")
+    except ConfigError:
+        pass  # reported, naming the file, when the files it governs are processed
 
 
 def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool) -> None:
     if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
         typer.echo(output.unified_diff(result.path, result.original, result.fixed, color), nl=False, color=color)
-    index = LineIndex(result.findings_text)
+    _print_findings(result, mode, fmt)
+
+
+def _print_findings(result: FileResult, mode: Mode, fmt: Format) -> None:
+    """--check reports findings on stdout: they are its output. With --diff and
+    --apply, stdout carries the changes (a patch that ``git apply`` can take,
+    or the fixed source from stdin), so what remains to report goes to stderr
+    with the summary and the errors."""
+    text = result.findings_text
+    index = LineIndex(text)
     for finding in result.findings:
-        line = output.finding_line(result.path, index, finding, concise=fmt is Format.concise)
-        typer.echo(line, err=mode is Mode.DIFF)
+        if fmt is Format.full:
+            shown = output.finding_full(result.path, text, index, finding)
+        else:
+            shown = output.finding_line(result.path, index, finding, concise=True) + "\n"
+        typer.echo(shown, nl=False, err=mode is not Mode.CHECK)
 
 
-def _summary(results: list[FileResult], mode: Mode) -> None:
+def _summary(results: list[FileResult], mode: Mode, errors: int) -> None:
     remaining = sum(len(r.findings) for r in results)
     applied = sum(len(r.applied) for r in results)
     files = sum(r.fixed is not None for r in results)
+    if not remaining and not applied:
+        if not errors:  # the error lines said what went wrong; this says all is well
+            typer.echo("No device bugs found." if results else "No Python files found.", err=True)
+        return
     if mode is Mode.CHECK:
         fixable = sum(1 for r in results for f in r.findings if f.fix)
         if remaining:
@@ -287,23 +335,28 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
         if mode is Mode.APPLY:
             sys.stdout.buffer.write(data)
         return EXIT_ERROR
-    result = process_text(name, source, Mode.DIFF if mode is Mode.APPLY else mode, overrides)
+    # process_text never writes: with APPLY it places the remaining findings
+    # in the fixed text, which is what stdout receives.
+    result = process_text(name, source, mode, overrides)
     if result.error:
         typer.echo(result.error if result.error_is_config else f"{output.display(name)}: error: {result.error}", err=True)
         if mode is Mode.APPLY:
             sys.stdout.buffer.write(data)
         return EXIT_ERROR
     if mode is Mode.APPLY:
-        sys.stdout.buffer.write(source.encode(result.findings_text))
+        sys.stdout.buffer.write(source.encode(result.fixed if result.fixed is not None else result.original))
         sys.stdout.flush()
-        for finding in result.findings:
-            typer.echo(output.finding_line(name, LineIndex(result.findings_text), finding), err=True)
+        # No summary: an editor filtering its buffer through this command may
+        # read stderr into the buffer too.
+        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full)
     elif fmt in (Format.json, Format.github, Format.sarif):
         items = output.as_json([result])
         typer.echo(json.dumps(items, indent=2) if fmt is Format.json else output.github(items) if fmt is Format.github else output.sarif(items), nl=fmt is Format.json)
     else:
         _print_file(result, mode, fmt, quiet, color, diff_printed=False)
-    return _exit_code([result], Mode.APPLY if mode is Mode.APPLY else mode, 0, exit_zero)
+        if not quiet:
+            _summary([result], mode, 0)
+    return _exit_code([result], mode, 0, exit_zero)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -52,6 +53,38 @@ def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool =
     if concise:
         return f"{display(path)}:{row}:{column}: {finding.code}{mark} {finding.message}"
     return f"{display(path)}:{row}:{column}: {finding.code} [{finding.name}]{mark} {finding.message}"
+
+
+def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> str:
+    """The ``full`` format, as Ruff's: the finding's line, the source line with
+    carets under the finding (to the end of that line when it spans several),
+    and the fix's message. Ends with a blank line that separates findings."""
+    row, column = index.position(finding.start)
+    start = index.starts[row - 1]
+    end = index.starts[row] if row < len(index.starts) else len(text)
+    line = text[start:end].rstrip("\r\n")
+    before = _width(line[: column - 1])
+    marked = max(1, _width(line[: column - 1 + finding.end - finding.start]) - before)
+    number = str(row)
+    gutter = " " * len(number)
+    out = [
+        finding_line(path, index, finding),
+        f"{gutter} |",
+        f"{number} | {line.expandtabs(TAB)}".rstrip(),
+        f"{gutter} | {' ' * before}{'^' * marked} {finding.code}",
+        f"{gutter} |",
+    ]
+    if finding.fix is not None:
+        out.append(f"{gutter} = help: {finding.fix.message}")
+    return "\n".join(out) + "\n\n"
+
+
+TAB = 4  # a tab in a shown source line is this many columns, as in Ruff
+
+
+def _width(text: str) -> int:
+    """Terminal columns ``text`` takes: tabs expanded, wide characters count two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text.expandtabs(TAB))
 
 
 def as_json(results: Iterable[FileResult]) -> list[dict[str, Any]]:

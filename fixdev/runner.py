@@ -36,14 +36,17 @@ class FileResult:
     original: str = ""
     fixed: str | None = None  # the new text, when fixes change it
     findings: list[Finding] = field(default_factory=list)  # positions in ``findings_text``
-    applied: list[Finding] = field(default_factory=list)
+    applied: list[Finding] = field(default_factory=list)  # positions in ``original``
     error: str | None = None
     error_is_config: bool = False  # the message names a pyproject.toml, not this file
     source: Source | None = None
+    findings_in_fixed: bool = False  # --apply: the findings are placed in the text as written
 
     @property
     def findings_text(self) -> str:
-        return self.fixed if self.fixed is not None else self.original
+        """The text the findings' positions refer to: the file as the user
+        will find it, unchanged (--check, --diff) or as written (--apply)."""
+        return self.fixed if self.findings_in_fixed and self.fixed is not None else self.original
 
 
 @dataclass(frozen=True)
@@ -98,33 +101,45 @@ def process_text(
     if len(source.text) > MAX_CHARACTERS:
         result.error = f"file too large to analyse ({len(source.text) / 1e6:.1f} million characters; the limit is {MAX_CHARACTERS / 1e6:.0f})"
         return result
+    settings: Settings | None = None
     try:
         settings = settings_for(path, overrides)
         entry = None
         if use_cache and approve is None:
             entry = cache.key(source.text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, _selection(settings, path))
             cached = cache.load(entry)
-            if cached is not None:
-                result.findings, result.applied, result.fixed = cached
+            if isinstance(cached, tuple) and len(cached) == 4:  # anything else is a miss
+                _fill(result, mode, *cached)
                 return result
         if cache_only:
             return None
         engine = engine_for(settings, path)
         if mode is Mode.CHECK:
-            result.findings = engine.lint(source.text)
+            findings = engine.lint(source.text)
+            value = (findings, findings, [], None)
         else:
             outcome = engine.fix(source.text, approve)
-            result.findings = outcome.remaining
-            result.applied = outcome.applied
-            if outcome.text != source.text:
-                result.fixed = outcome.text
+            value = (outcome.remaining, outcome.remaining_in_original, outcome.applied, outcome.text if outcome.text != source.text else None)
+        # --diff and --apply share cache entries: both placements are kept.
         if entry is not None:
-            cache.store(entry, (result.findings, result.applied, result.fixed))
+            cache.store(entry, value)
+        _fill(result, mode, *value)
     except ConfigError as exc:
         result.error, result.error_is_config = str(exc), True
-    except (SourceError, FixConflictError, SelectionError) as exc:
+    except SelectionError as exc:
+        # Settings and flags checked one by one, together leaving no rule
+        # (the words themselves were checked when read): said once per configuration.
+        where = settings.source if settings is not None and settings.source is not None else "fixdev"
+        result.error, result.error_is_config = f"{where}: error: with the command-line flags, {exc}", True
+    except (SourceError, FixConflictError) as exc:
         result.error = str(exc)
     return result
+
+
+def _fill(result: FileResult, mode: Mode, in_fixed: list[Finding], in_original: list[Finding], applied: list[Finding], fixed: str | None) -> None:
+    result.applied, result.fixed = applied, fixed
+    result.findings_in_fixed = mode is Mode.APPLY
+    result.findings = in_fixed if result.findings_in_fixed else in_original
 
 
 def process_file(

@@ -84,3 +84,19 @@ def test_sarif_is_valid_sarif_2_1_0(tmp_path, fixdev):
     assert [r["ruleId"] for r in run["results"]] == ["FDV101", "FDV104"]
     assert [r["id"] for r in run["tool"]["driver"]["rules"]][:2] == ["FDV101", "FDV102"]
     assert run["results"][0]["fixes"][0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == "torch.ones_like(x)"
+
+
+# Issue 10 item 17: `full` shows the line and a caret under the finding; `concise` stays one line.
+def test_full_format_shows_the_source_line_with_a_caret(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text("import torch\nif x:\n\ty = torch.ones(x.shape)  # ünïcode\nz = w.cuda(0)\n", encoding="utf-8")
+    lines = fixdev("m.py", cwd=tmp_path).stdout.decode("utf-8").splitlines()
+    assert lines[:6] == [
+        "m.py:3:6: FDV101 [like-factory] [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form",
+        "  |",
+        "3 |     y = torch.ones(x.shape)  # ünïcode",  # a tab shown as four spaces
+        "  |         ^^^^^^^^^^^^^^^^^^^ FDV101",
+        "  |",
+        "  = help: Use `ones_like`",
+    ]
+    concise = fixdev("--output-format", "concise", "m.py", cwd=tmp_path).stdout.decode().splitlines()
+    assert [line.split(":")[:3] for line in concise] == [["m.py", "3", "6"], ["m.py", "4", "5"]]
