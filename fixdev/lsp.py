@@ -92,7 +92,7 @@ def serve() -> None:
         index = LineIndex(text)
         wanted = params.context.only
         actions = []
-        if not wanted or lsp.CodeActionKind.QuickFix in wanted:
+        if _wanted(lsp.CodeActionKind.QuickFix, wanted):
             for finding in result.findings:
                 if finding.fix is None:
                     continue
@@ -109,7 +109,7 @@ def serve() -> None:
                         edit=lsp.WorkspaceEdit(changes={uri: edits}),
                     )
                 )
-        if not wanted or FIX_ALL in wanted or lsp.CodeActionKind.Source in wanted:
+        if _wanted(FIX_ALL, wanted):
             fixed = analyse(uri, Mode.DIFF)
             if fixed is not None and fixed.fixed is not None:
                 whole = lsp.TextEdit(range=_range(text, index, 0, len(text)), new_text=fixed.fixed)
@@ -117,6 +117,17 @@ def serve() -> None:
         return actions
 
     server.start_io()
+
+
+def _wanted(kind: str, only) -> bool:
+    """Code action kinds are hierarchical (LSP 3.17, CodeActionKind): asking
+    for ``source.fixAll`` or ``source`` (what VS Code's codeActionsOnSave
+    sends) asks for ``source.fixAll.fixdev`` too. No ``only``: everything."""
+    def plain(value) -> str:  # lsprotocol gives known kinds as str enums, others as str
+        return getattr(value, "value", value)
+
+    kind = plain(kind)
+    return not only or any(kind == plain(asked) or kind.startswith(plain(asked) + ".") for asked in only)
 
 
 def _overlaps(a, b) -> bool:

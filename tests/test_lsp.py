@@ -93,3 +93,35 @@ def test_editor_session(tmp_path):
     finally:
         if client.proc.poll() is None:
             client.proc.kill()
+
+
+# Issue 10 item 13: code action kinds are hierarchical.
+@pytest.mark.parametrize(
+    "only, kinds",
+    [
+        (["source.fixAll"], ["source.fixAll.fixdev"]),
+        (["source"], ["source.fixAll.fixdev"]),
+        (["source.fixAll.fixdev"], ["source.fixAll.fixdev"]),
+        (["quickfix"], ["quickfix"]),
+        (["refactor"], []),
+        (["source.fixAll.other"], []),
+    ],
+)
+def test_code_action_kinds_match_hierarchically(tmp_path, only, kinds):
+    path = tmp_path / "model.py"
+    path.write_text(BUGGY)
+    uri = path.as_uri()
+    client = Client(tmp_path)
+    try:
+        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        client.send("initialized", {}, request=False)
+        client.send("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": BUGGY}}, request=False)
+        diagnostics = client.diagnostics()
+        actions = client.request(
+            "textDocument/codeAction",
+            {"textDocument": {"uri": uri}, "range": diagnostics[0]["range"], "context": {"diagnostics": diagnostics, "only": only}},
+        )["result"]
+        assert [a["kind"] for a in actions or []] == kinds
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
