@@ -2486,7 +2486,26 @@ class FileFlow:
         """Whether a placement's text names the same thing from ``scope``."""
         if placement.text is None or placement.home is None:
             return True
-        return self._home(scope, _root(placement.text)) is placement.home
+        home = self._home(scope, _root(placement.text))
+        if home is placement.home:
+            return True
+        # `self.w.device` in a class names the same in its subclasses' methods
+        return type(home) is ast.ClassDef and type(placement.home) is ast.ClassDef and placement.home in self._ancestors(home)
+
+    def _ancestors(self, cls: ast.ClassDef) -> set:
+        """The classes of this file ``cls`` derives from."""
+        key = ("ancestors", cls)
+        found = self._cache.get(key)
+        if found is None:
+            found = set()
+            stack = list(self._index.classes[cls].local_bases) if cls in self._index.classes else []
+            while stack:
+                base = stack.pop()
+                if base not in found:
+                    found.add(base)
+                    stack.extend(self._index.classes[base].local_bases if base in self._index.classes else ())
+            self._cache[key] = found
+        return found
 
     def _rehome(self, value: Value, scope: Scope, chain: str | None) -> Value:
         """``value`` seen from ``scope``, where it is reached as ``chain``:

@@ -683,6 +683,22 @@ SINKS = [
         """,
         ["module-input x from torch.zeros(4) -> next(self.parameters()).device"],
     ),
+    # a subclass's methods see what its base's __init__ set, on the module's device
+    (
+        """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+        class Masked(Block):
+            def __init__(self):
+                super().__init__()
+                self.mask = torch.tensor([1.0, 0.0, 1.0, 0.0])
+            def forward(self, x):
+                return self.fc(x) * self.mask
+        """,
+        ["operand self.mask from torch.tensor([1.0, 0.0, 1.0, 0.0]) -> next(self.parameters()).device"],
+    ),
     # a dict batch fed as keywords
     (
         """
