@@ -330,14 +330,14 @@ NOT_OPERATIONS = _torch(
     "no_grad enable_grad inference_mode set_grad_enabled is_grad_enabled compile vmap typename Size "
     "dtype finfo iinfo Generator Stream Event broadcast_shapes result_type can_cast promote_types "
     "get_num_threads set_num_threads use_deterministic_algorithms set_printoptions is_inference_mode_enabled "
-    "autograd.Variable autograd.Function autograd.backward"
+    "autograd.Variable autograd.Function autograd.backward autocast get_autocast_dtype is_autocast_enabled"
 )
 NOT_OPERATION_PREFIXES = tuple(
     f"torch.{name}."
     for name in (
         "utils cuda backends distributed optim jit onnx testing hub multiprocessing profiler fx export "
         "compiler func library overrides package serialization ao quantization mps xpu accelerator "
-        "random distributions nn.init nn.utils nn.parallel nn.modules nn.parameter"
+        "random distributions nn.init nn.utils nn.parallel nn.modules nn.parameter amp"
     ).split()
 )
 REDUCTIONS = frozenset("sum mean max min prod norm std var all any median argmax argmin count_nonzero amax amin nansum nanmean logsumexp".split())
@@ -1747,7 +1747,7 @@ class _Run:
             return Value(What.UNKNOWN, places, ref=("instance", name))
         if name in DATA_LOADERS:
             return self.loader(node, positional, keywords)
-        if name in PASS_THROUGH_CALLS:
+        if name in PASS_THROUGH_CALLS or (name == "torch.compile" and first is not None and first.what is What.MODULE):
             return first if first is not None else UNKNOWN_VALUE
         if _is_torch_module_class(name):
             leaf = name.rsplit(".", 1)[-1]
@@ -2962,21 +2962,27 @@ class FileFlow:
             attribute = self._attributes(scope.cls).get("device")
             if attribute is not None and attribute.what is What.DEVICE and "self.device" not in state:
                 consider(0, "self.device", attribute)
-        for node, value in run.values.items():
-            if type(node) is ast.Attribute and value.what is What.DEVICE and type(node.ctx) is ast.Load:
-                chain = _chain(node)
-                if chain is None or _root(chain) not in CONFIG_NAMES or not self._in_reach(scope, state, _root(chain)):
+        module_run = self._main(self._index.module) if scope.kind != "module" else None
+        sources = [(run, False)] + ([(module_run, True)] if module_run is not None else [])
+        for source, global_only in sources:
+            for node, value in source.values.items():
+                if type(node) is not ast.Attribute or value.what is not What.DEVICE or type(node.ctx) is not ast.Load:
                     continue
-                consider(2, chain, value)
+                chain = _chain(node)
+                if chain is None or _root(chain) not in CONFIG_NAMES:
+                    continue
+                if global_only and self._home(scope, _root(chain)) is not self._index.tree:
+                    continue
+                if self._in_reach(scope, state, _root(chain)):
+                    consider(2, chain, value)
         if scope.kind != "module":
             module_state = self._prepass(self._index.module)
             for name, value in module_state.items():
                 if value.what is What.DEVICE and "." not in name and self._index.module.counts.get(name, 0) == 1 and self._home(scope, name) is self._index.tree:
                     consider(8, name, value)
         flags = list(run.flag_tests)
-        if scope.kind != "module":
-            module_run = self._main(self._index.module)
-            flags += module_run.flag_tests if module_run is not None else []
+        if module_run is not None:
+            flags += [t for t in module_run.flag_tests if self._home(scope, _root(_chain(t))) is self._index.tree]
         for test in flags:
             chain = _chain(test)
             if chain is not None and self._in_reach(scope, state, _root(chain)):

@@ -82,6 +82,7 @@ WHERE = [
     ("def f():\n    return torch.ones(2)\ntorch.set_default_device('cuda')\nx = torch.zeros(3)\n#^ x", "tensor Unknown"),
     ("with torch.device('cuda'):\n    x = torch.zeros(3)\n#^ x", "tensor Unknown"),
     ("with torch.device('cuda'):\n    pass\nx = torch.zeros(3)\n#^ x", "tensor Host"),
+    ("with torch.autocast('cuda'):\n    x = torch.zeros(3)\n#^ x", "tensor Host"),
     # moves
     ("device = 'cuda'\nx = torch.zeros(3).to(device)\n#^ x", "tensor Device(device)"),
     ("x = torch.zeros(3).cuda()\n#^ x", "tensor Device(None)"),
@@ -770,6 +771,8 @@ DEVICE_AT = [
     ("for device in devices:\n    pass\nx = torch.ones(2)\n#^ torch.ones(2)", None),
     ("class T:\n    def __init__(self, device):\n        self.device = device\n    def run(self):\n        return torch.ones(2)\n#^ torch.ones(2)", "self.device"),
     ("args = parser.parse_args()\nmodel.to(args.device)\nx = torch.ones(2)\n#^ torch.ones(2)", "args.device"),
+    ("args = parser.parse_args()\nmodel.to(args.device)\ndef f():\n    return torch.ones(2)\n#^ torch.ones(2)", "args.device"),
+    ("def f(args):\n    return torch.ones(2)\n#^ torch.ones(2)\nargs = parser.parse_args()\nmodel.to(args.device)", None),
     # a flag
     ("args = parser.parse_args()\nif args.cuda:\n    model.cuda()\nx = torch.ones(2)\n#^ torch.ones(2)", '"cuda" if args.cuda else "cpu"'),
     # nothing
