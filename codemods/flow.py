@@ -603,7 +603,7 @@ class _Index:
         if source is None:
             self.default_device_set = self._sets_default_device()
         else:  # in a comment or string too: then less is known, nothing is wrong
-            self.default_device_set = _DEFAULT_DEVICE_CALL.search(source) is not None
+            self.default_device_set = "set_default_" in source and _DEFAULT_DEVICE_CALL.search(source) is not None
 
     # -- the pass ---------------------------------------------------------------------
 
@@ -743,11 +743,11 @@ class _Index:
         comprehension. Found in the text when there is one (an occurrence in
         a string only makes a name local that is not: less known, never wrong)."""
         if source is not None:
-            starts = [0] + [m.end() for m in _LINE_BREAK.finditer(source)]
             for match in _WALRUS.finditer(source):
-                line = bisect.bisect_right(starts, match.start()) - 1
-                prefix = source[starts[line] : match.start()]
-                self._bind_walrus(match.group(1), (line + 1, len(prefix.encode("utf-8"))))
+                start = match.start()
+                line_start = max(source.rfind("\n", 0, start), source.rfind("\r", 0, start)) + 1
+                line = source.count("\n", 0, line_start) + source.count("\r", 0, line_start) - source.count("\r\n", 0, line_start) + 1
+                self._bind_walrus(match.group(1), (line, len(source[line_start:start].encode("utf-8"))))
             return
         for node in ast.walk(self.tree):
             if type(node) is ast.NamedExpr and type(node.target) is ast.Name:
@@ -2257,7 +2257,7 @@ class FileFlow:
                 tree = ast.Module(body=[], type_ignores=[])
                 self.parsed = False
         self.tree = tree
-        self._index = _Index(tree, self.text)
+        self._index = _Index(tree, self.text[self._bom :] if self.text is not None else None)
         self._cache: dict[tuple, object] = {}
         self._active: list[tuple] = []
         self._tainted: set[tuple] = set()
