@@ -275,15 +275,16 @@ def _kinds(value: Value) -> tuple[bool, bool, bool]:
 
 
 def _apart(host_side: Value, device_side: Value) -> bool:
-    """A finding: ``host_side`` may be on the host and is on no device (not a
-    0-dim tensor, which combines legally); ``device_side`` is on a device on
-    some path and never somewhere unknown. A side that is on the host on one
-    path and on a device on another was moved under a condition: if both sides
-    vary, they may vary together (``if args.cuda:`` moving both), so nothing
-    fires; if only the device side varies, its device path fails whatever the
-    condition is. The device side may be unknown only where the host side is
-    host on every path."""
-    if host_side.flags & ZERO_DIM or host_side.what not in _TENSORISH:
+    """A finding: ``host_side`` (a tensor, a batch, or a module never moved)
+    may be on the host and is on no device (and is not a 0-dim tensor, which
+    combines legally); ``device_side`` is on a device on some path and never
+    somewhere unknown. A side on the host on one path and on a device on
+    another was moved under a condition: if both sides vary they may vary
+    together (``if args.cuda:`` moving both), so nothing fires; if only the
+    device side varies, its device path fails whatever the condition is. So the
+    device side may also be on the host only where the host side is on the host
+    on every path."""
+    if host_side.flags & ZERO_DIM or (host_side.what not in _TENSORISH and host_side.what is not What.MODULE):
         return False
     if device_side.what not in _TENSORISH and device_side.what is not What.MODULE:
         return False
@@ -926,15 +927,17 @@ class Sink:
     """Where a value meets a device it does not live on.
 
     ``kind``: ``"module-input"`` (a host value passed to a module on a device),
+    ``"module-on-host"`` (a module never moved fed a device tensor),
     ``"operand"`` (a host value combined with a device tensor by an operator,
     comparison, ``torch.*`` function or tensor method), ``"numpy"`` (a value that
     may live on a device reaches ``.numpy()`` / ``np.array``). ``node``: the call
     or operation. ``value``: the expression on the wrong side (on the host; for
     ``"numpy"``, the one that may be on a device). ``origins``: where that value
     was made or bound (a factory call, a loader loop's target, a ``from_numpy``
-    call, a parameter): where a fix goes. ``other``: the module or operand on
-    the device. ``device``: source text naming the device to move ``value`` to,
-    valid at ``node``; None when nothing in reach names it (and for ``"numpy"``).
+    call, a parameter, the model's constructor call): where a fix goes.
+    ``other``: the module, operand or input on the device. ``device``: source
+    text naming the device to move ``value`` to, valid at ``node``; None when
+    nothing in reach names it (and for ``"numpy"``).
     """
 
     kind: str
@@ -1022,6 +1025,8 @@ class _Run:
         self.called: set[ast.AST] = set()
         self.callees: dict[ast.Call, tuple] = {}
         self.discarded: dict[str, frozenset] = {}  # chain -> where a discarded .to() would put it
+        # (parameter, kind, node, its use, other node, other value): a parameter meets a device here
+        self.meetings: list[tuple] = []
         self.params = params
         self._loops: list[tuple[list, list]] = []
         self._default_device = 0
@@ -1628,8 +1633,7 @@ class _Run:
         if self.record and len(tensors) > 1:
             for host_node, host in tensors:
                 for device_node, device in tensors:
-                    if device_node is not host_node and _apart(host, device):
-                        self._sink("operand", node, host_node, host, device_node, device, state)
+                    if device_node is not host_node and self._meet("operand", node, host_node, host, device_node, device, state):
                         break
         significant = [v for _, v in tensors if not (v.flags & ZERO_DIM and _kinds(v) == (True, False, False))] or [v for _, v in tensors]
         on_device = [v for v in significant if _kinds(v) == (False, True, False)]
@@ -1640,13 +1644,29 @@ class _Run:
         zero_dim = ZERO_DIM if all(v.flags & ZERO_DIM for _, v in tensors) and all(v.what in (What.TENSOR, What.SCALAR) for _, v in operands) else 0
         return Value(what, _cap(places), flags=zero_dim)
 
+    def _meet(self, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_node: ast.AST, device: Value, state: dict) -> bool:
+        """Whether ``host`` meeting ``device`` here is a finding (then it is
+        kept). Where ``host`` is one of this function's parameters as callers
+        pass it (``SameAs(x)``) and ``device`` is on a device, the meeting is
+        kept in the function's summary instead: a call passing a host value
+        for that parameter makes it a finding."""
+        if _apart(host, device):
+            self._sink(kind, node, host_node, host, device_node, device, state)
+            return True
+        if host.places and _kinds(device) == (False, True, False):
+            function = self.scope.node
+            params = {p.text for p, _ in host.places if type(p) is SameAs and p.home is function}
+            if len(params) == 1 and all(type(p) is SameAs for p, _ in host.places):
+                self.meetings.append((params.pop(), kind, node, host_node, device_node, device))
+        return False
+
     def _sink(self, kind: str, node: ast.AST, value_node: ast.AST, value: Value, other_node: ast.AST | None, other: Value | None, state: dict) -> None:
         if kind == "numpy":
             origins = tuple(sorted({o for p, o in value.places if type(p) is Device and o is not None and o is not PENDING}, key=_position))
             device = None
         else:
             origins = _settle_to_expression(value.places, value_node)
-            device = self.flow._device_text(self, other, other_node)
+            device = self.flow._device_text(self.scope, other, other_node)
         key = (node, value_node)
         if key not in self.sinks:
             self.sinks[key] = Sink(kind, node, value_node, origins, other_node, device)
@@ -1732,6 +1752,8 @@ class _Run:
             return Value(What.TENSOR, first.places if first is not None and first.what in _TENSORISH else UNKNOWN_PLACES)
         if name == "torch.device":
             return self._device_constructor(node, positional, keywords)
+        if name == "torch.accelerator.current_accelerator":  # a device, or None on a machine without one
+            return Value(What.DEVICE, frozenset({(Device(self.flow._source(node), self.flow._home(self.scope, _root(self.flow._source(node)))), None)}))
         if name.startswith("torch.cuda.") and name.endswith("Tensor") and name.rsplit(".", 1)[-1][:1].isupper():
             return Value(What.TENSOR, frozenset({(Device(None), node)}))
         if name in NN_PARAMETERS:
@@ -1921,9 +1943,12 @@ class _Run:
             result = self.combine(node, inputs, state)
             return result if result.places else UNKNOWN_VALUE
         if self.record and not module.flags & MOVES_INPUTS:
-            for arg, value in inputs:
-                if _apart(value, module):
-                    self._sink("module-input", node, arg, value, func, module, state)
+            for arg, value in _spread(inputs):
+                if self._meet("module-input", node, arg, value, func, module, state):
+                    continue
+                if _apart(module, value):
+                    self._sink("module-on-host", node, func, module, arg, value, state)
+                    break
         if _kinds(module) == (True, False, False) and any(_kinds(v)[1] for _, v in inputs):
             # a module on the host fed a device tensor fails here; what it would return is not known
             return Value(What.TENSOR, UNKNOWN_PLACES)
@@ -2166,6 +2191,19 @@ class _Run:
         return UNKNOWN_VALUE
 
 
+def _spread(inputs: list[tuple[ast.AST, Value]]) -> Iterator[tuple[ast.AST, Value]]:
+    """A module's inputs, with the tensors of a tuple or list argument one by
+    one (``lstm(x, (h0, c0))``): each must be on the module's device."""
+    for node, value in inputs:
+        parts = value.parts if isinstance(value.parts, Parts) else None
+        if parts is not None and parts.items and value.what is not What.LOADER:
+            elements = node.elts if type(node) in (ast.Tuple, ast.List) and len(node.elts) == len(parts.items) else None
+            for i, (_, part) in enumerate(parts.items):
+                yield (elements[i] if elements is not None else node), part
+        else:
+            yield node, value
+
+
 def _host_loader() -> Value:
     tensor = Value(What.TENSOR, frozenset({(HOST, PENDING)}))
     batch = Value(What.BATCH, frozenset({(HOST, PENDING)}), Parts(tensor))
@@ -2236,6 +2274,35 @@ _EXPRESSIONS = {
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
+# A comment or a string literal (leftmost first, so a `#` in a string is in the string).
+_STRINGS_AND_COMMENTS = re.compile(
+    r"#[^\r\n]*"
+    r"|[A-Za-z]{0,2}(?:"
+    r"'{3}(?:\\.|[^\\])*?'{3}"
+    r'|"{3}(?:\\.|[^\\])*?"{3}'
+    r"|'(?:\\.|[^'\\\r\n])*'"
+    r'|"(?:\\.|[^"\\\r\n])*")',
+    re.DOTALL,
+)
+_KEYWORD_OR_TARGET = re.compile(r"[ \t]*=(?!=)")
+
+
+def _may_name_a_definition(scope: Scope, name: str) -> bool:
+    """Whether a bare ``name`` in ``scope`` may refer to a def or class statement:
+    the scope it resolves to has one of that name."""
+    current: Scope | None = scope
+    while current is not None:
+        if name in current.locals or (current.kind == "class" and name in current.counts):
+            return name in current.defs
+        current = current.outer if current.kind != "class" else current.parent
+    return False
+
+
+def _after_dot(text: str, start: int) -> bool:
+    i = start - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    return i >= 0 and text[i] == "."
 
 
 class FileFlow:
@@ -2656,27 +2723,28 @@ class FileFlow:
         if any(self._qualified(d, scope.parent) not in TRANSPARENT_DECORATORS for d in function.decorator_list):
             return None
         target = scope.cls if self._is_init(scope) else function  # a class is called by its name
-        occurrences = mentions.occurrences.get(target.name)
-        if not occurrences or None in occurrences:
+        method = target is function and scope.cls is not None
+        occurrences = [(offset, caller) for offset, caller, dotted in mentions.occurrences.get(target.name, ()) if dotted == method]
+        if not occurrences or any(caller is None for _, caller in occurrences):
             return None
         runs = []
-        for caller in set(occurrences):
+        for caller in {caller for _, caller in occurrences}:
             run = self._main(caller)
             if run is None:
                 return None
             runs.append(run)
-        seen = 0
+        seen = set()
         calls = []
         for run in runs:
             for node, used in run.references.items():
                 if used.name != target.name:
                     continue
-                seen += 1  # a use of this name, of this or a namesake definition
+                seen.add(self._reference_offset(node))  # a use of this name, of this or a namesake definition
                 if used is target and node not in run.called:
                     return None  # used as a value: called where the analysis cannot see
             calls += [(call, run, implicit) for call, (callee, implicit) in run.callees.items() if callee is function]
-        if seen != len(occurrences) or not calls:
-            return None
+        if not calls or any(offset not in seen for offset, _ in occurrences):
+            return None  # a use no run has seen
         joined: dict[str, Value] = {}
         for call, run, implicit_self in calls:
             mapping = self._bind(scope, call, run.calls.get(call), implicit_self)
@@ -2758,6 +2826,15 @@ class FileFlow:
             if after is not None and after.places != before.places:
                 moved = self._substitute(after, scope, mapping, receiver, run.scope)
                 run._move_in_place(given, given.but(places=moved.places), None, state)
+        if run.record:
+            for name, kind, node, use, other_node, other in summary.meetings:
+                given = mapping.get(name)
+                if given is None:
+                    continue
+                if _apart(given, self._substitute(other, scope, mapping, receiver, run.scope)):
+                    # found inside the function; made (and fixed) where the caller made the value
+                    sink = Sink(kind, node, use, _settle_to_expression(given.places, call), other_node, self._device_text(scope, other, other_node))
+                    run.sinks.setdefault((node, use), sink)
         result = summary.returns if summary.returns is not None else SCALAR_VALUE
         return self._substitute(result, scope, mapping, receiver, run.scope)
 
@@ -2859,8 +2936,8 @@ class FileFlow:
             only_from_init = set()
             if mentions is not None and init is not None:
                 for name in info.methods:
-                    occurrences = mentions.occurrences.get(name)
-                    if occurrences and all(o is not None and o.node is init for o in occurrences):
+                    occurrences = [caller for _, caller, dotted in mentions.occurrences.get(name, ()) if dotted]
+                    if occurrences and all(caller is not None and caller.node is init for caller in occurrences):
                         only_from_init.add(name)
             for attr, methods in info.stores.items():
                 if methods - {"__init__"} - only_from_init:
@@ -2929,11 +3006,11 @@ class FileFlow:
 
     # -- naming a device --------------------------------------------------------------------
 
-    def _device_text(self, run: _Run, other: Value | None, other_node: ast.AST | None) -> str | None:
-        """Text naming the device ``other`` lives on, valid where ``run`` is."""
+    def _device_text(self, scope: Scope, other: Value | None, other_node: ast.AST | None) -> str | None:
+        """Text naming the device ``other`` lives on, valid in ``scope``."""
         if other is None:
             return None
-        texts = {p.text for p, _ in other.places if type(p) is Device and p.text is not None and self._valid(p, run.scope)}
+        texts = {p.text for p, _ in other.places if type(p) is Device and p.text is not None and self._valid(p, scope)}
         if len(texts) == 1:
             return texts.pop()
         chain = _chain(other_node) if other_node is not None else None
@@ -3052,6 +3129,12 @@ class FileFlow:
             return start + byte_column
         return start + len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace"))
 
+    def _reference_offset(self, node: ast.AST) -> int:
+        """Character offset of the name a Name or Attribute node uses."""
+        if type(node) is ast.Attribute:
+            return self._offset(node.end_lineno, node.end_col_offset) - len(node.attr)
+        return self._offset(node.lineno, node.col_offset)
+
     def _position_of(self, offset: int) -> tuple[int, int]:
         """(line, UTF-8 column), as ast counts them, of a character offset."""
         starts = self._starts()
@@ -3158,12 +3241,14 @@ def _parenthesized(text: str, start: int, end: int) -> bool:
 
 
 class _Mentions:
-    """Where the names of the file's functions and classes occur in its text,
-    found by searching the text (no walk over the tree): a name in a string,
-    a comment or ``obj.name`` counts too. That over-approximates who calls
-    whom, which keeps what is built on it safe: contexts (every occurrence
-    must be a call a run has seen) and recursion (functions that reach
-    themselves through the names they mention)."""
+    """Where the names of the file's functions and classes occur in its code,
+    found by searching the text (no walk over the tree), strings and comments
+    left out. An occurrence after a dot (``obj.name``) can only be a method; a
+    bare one only a function or class. A keyword argument or an assignment
+    target (``name=``) refers to none. What is left over-approximates who
+    refers to whom, which keeps what is built on it safe: contexts (every
+    occurrence must be a use a run has seen) and recursion (functions that
+    reach themselves through the names they mention)."""
 
     def __init__(self, flow: "FileFlow") -> None:
         index = flow._index
@@ -3172,23 +3257,37 @@ class _Mentions:
         for node in index.definitions:
             by_name.setdefault(node.name, []).append(node)
         headers = {flow._name_offset(node) for node in index.definitions}
-        self.occurrences: dict[str, list[Scope | None]] = {}  # None: in a class body, which no run sees
+        # name -> [(offset, scope (None: a class body, which no run sees), after a dot)]
+        self.occurrences: dict[str, list[tuple[int, Scope | None, bool]]] = {}
         self.edges: dict[ast.AST, set] = {}  # scope -> the definitions it mentions
         counts = collections.Counter(_IDENTIFIER.findall(text))
         wanted = {name for name, nodes in by_name.items() if counts[name] > len(nodes)}  # else only in their own headers
-        for name in wanted:
-            self.occurrences[name] = []
         if wanted:
+            literals = [(m.start(), m.end()) for m in _STRINGS_AND_COMMENTS.finditer(text)]
+            literal_starts = [start for start, _ in literals]
+            for name in wanted:
+                self.occurrences[name] = []
             for match in _IDENTIFIER.finditer(text):
                 name = match.group()
-                if name not in wanted or match.start() in headers:
+                start = match.start()
+                if name not in wanted or start in headers:
                     continue
-                scope = flow._index.scope_at(flow._position_of(match.start()))
-                self.occurrences[name].append(scope if scope.kind != "class" else None)
+                i = bisect.bisect_right(literal_starts, start) - 1
+                if i >= 0 and start < literals[i][1]:
+                    continue  # in a string or a comment
+                if _KEYWORD_OR_TARGET.match(text, match.end()):
+                    continue
+                dotted = _after_dot(text, start)
+                scope = index.scope_at(flow._position_of(start))
+                if not dotted and not _may_name_a_definition(scope, name):
+                    continue  # a local of that name hides the definitions
+                self.occurrences[name].append((start, scope if scope.kind != "class" else None, dotted))
                 while scope.kind == "class":
                     scope = scope.parent
                 targets = self.edges.setdefault(scope.node, set())
                 for node in by_name[name]:
+                    if (index.scopes[node].cls is not None) != dotted:
+                        continue  # a method is reached after a dot; a function or class by its bare name
                     targets.add(node)
                     info = index.classes.get(node)
                     if info is not None and "__init__" in info.methods:

@@ -619,6 +619,38 @@ SINKS = [
         """,
         ["operand y from y -> device", "module-input x from x -> device"],
     ),
+    # the function's name also appears in strings, comments, keyword arguments,
+    # as a method of another object and as another scope's parameter: still every use is seen
+    (
+        """
+        def train(model, loader):
+            \"\"\"train for one epoch\"\"\"
+            model.train()  # train mode
+            for x, y in loader:
+                model(x)
+        def build(train=True):
+            return train
+        device = torch.device("cuda")
+        net = nn.Linear(4, 1).to(device)
+        parser.add_argument("--train", help="train the model")
+        build(train=False)
+        train(net, DataLoader(ds))
+        """,
+        ["module-input x from x -> device"],
+    ),
+    # ... but not where it is used as a value
+    (
+        """
+        def train(model, loader):
+            for x, y in loader:
+                model(x)
+        device = torch.device("cuda")
+        net = nn.Linear(4, 1).to(device)
+        train(net, DataLoader(ds))
+        hooks = [train]
+        """,
+        [],
+    ),
     # a model moved by a function the analysis does not follow: silent
     (
         """
@@ -709,8 +741,46 @@ SINKS = [
         """,
         ["module-input batch from batch -> next(model.parameters()).device"],
     ),
-    # a host module fed a device tensor fails where it is called; what it returns is not known
-    ("model = nn.Linear(4, 1)\nout = model(torch.zeros(4).cuda())\ny = out + torch.zeros(1).cuda()\n", []),
+    # a model never moved fed a device tensor; what it returns is not known
+    (
+        "model = nn.Linear(4, 1)\nout = model(torch.zeros(4).cuda())\ny = out + torch.zeros(1).cuda()\n",
+        ["module-on-host model from nn.Linear(4, 1) -> None"],
+    ),
+    (
+        "device = torch.accelerator.current_accelerator()\nmodel = nn.Linear(4, 1)\nout = model(torch.zeros(4).to(device))\n",
+        ["module-on-host model from nn.Linear(4, 1) -> device"],
+    ),
+    # each tensor of a tuple input must be on the model's device
+    (
+        """
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 4)
+            def forward(self, x, device):
+                h0 = torch.zeros(1, 1, 4)
+                c0 = torch.zeros(1, 1, 4).to(device)
+                return self.lstm(x, (h0, c0))
+        """,
+        ["module-input h0 from torch.zeros(1, 1, 4) -> next(self.parameters()).device"],
+    ),
+    # a function's parameter that meets a device inside it: each call passing a host value is a finding
+    (
+        """
+        class VAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                return self.decode(self.fc(x))
+            def decode(self, z):
+                return self.fc(z)
+        model = VAE().to("cuda")
+        out = model(torch.zeros(4).to("cuda"))
+        sample = model.decode(torch.randn(4))
+        """,
+        ["module-input z from torch.randn(4) -> next(self.parameters()).device"],
+    ),
 ]
 
 
