@@ -11,15 +11,15 @@ from __future__ import annotations
 import dataclasses
 import re
 import textwrap
+from bisect import bisect_right
 from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 import libcst as cst
 from libcst import BatchableCSTVisitor
-from libcst._nodes.internal import CodegenState  # public codegen needs no indentation; ours does
 from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvider, QualifiedNameSource
-from libcst.metadata.span_provider import SpanProvidingCodegenState
+from libcst.metadata import ByteSpanPositionProvider
 
 from .findings import Edit, Finding, Fix  # noqa: F401 - rules build these
 
@@ -27,17 +27,39 @@ from .findings import Edit, Finding, Fix  # noqa: F401 - rules build these
 class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
     """Start offset and length of every node, in characters of the source text.
 
-    libcst ships the same thing in bytes (``ByteSpanPositionProvider``); edits
-    are applied to text, so characters are the unit we need.
+    libcst's public ``ByteSpanPositionProvider`` counts UTF-8 bytes; edits are
+    applied to text, so its spans are mapped to characters, once per file. An
+    ASCII file needs no mapping; otherwise each character beyond ASCII moves
+    every later offset back by its extra bytes.
     """
 
+    METADATA_DEPENDENCIES = (ByteSpanPositionProvider,)
+
     def _gen_impl(self, module: cst.Module) -> None:
-        state = SpanProvidingCodegenState(
-            default_indent=module.default_indent,
-            default_newline=module.default_newline,
-            provider=self,
-        )
-        module._codegen(state)
+        spans = self.metadata[ByteSpanPositionProvider]
+        code = module.code
+        if code.isascii():
+            for node, span in spans.items():
+                self.set_metadata(node, span)
+            return
+        ends: list[int] = []  # byte offset just after each non-ASCII character
+        extra: list[int] = []  # bytes beyond one per character, up to that point
+        total = 0
+        for match in _NON_ASCII.finditer(code):
+            total += len(match.group().encode("utf-8")) - 1
+            ends.append(match.end() + total)
+            extra.append(total)
+
+        def char_offset(byte_offset: int) -> int:
+            i = bisect_right(ends, byte_offset)
+            return byte_offset - (extra[i - 1] if i else 0)
+
+        for node, span in spans.items():
+            start = char_offset(span.start)
+            self.set_metadata(node, CodeSpan(start, char_offset(span.start + span.length) - start))
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def dotted(node: cst.CSTNode) -> str | None:
@@ -415,22 +437,49 @@ class Rule(BatchableCSTVisitor):
 
     def _code_in_place(self, old: cst.CSTNode, new: cst.CSTNode) -> str:
         """Code for ``new`` where ``old`` stands. ``Module.code_for_node`` knows
-        no indentation, so continuation lines inside brackets would lose theirs;
-        the indentation of the enclosing statement's first line is put back."""
+        no indentation, so continuation lines inside brackets would lose theirs.
+        So ``new`` is generated as a line of a block indented as the statement
+        holding ``old`` is (``if True:`` / indent / ``new`` / newline), and cut
+        out of it."""
+        if isinstance(new, cst.BaseExpression):
+            line = cst.SimpleStatementLine(body=[cst.Expr(value=new)])
+        elif isinstance(new, cst.BaseSmallStatement):  # its span ends before its semicolon
+            line = cst.SimpleStatementLine(body=[new.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)])
+        else:
+            return self._code_in_module(old, new)
         statement = old
-        while statement is not None and not isinstance(statement, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.SimpleStatementLine)):
+        while statement is not None and not isinstance(statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             statement = self.parent(statement)
         indent = ""
         if statement is not None:
             text = self.context.text
-            line_start = max(text.rfind("\n", 0, self.span(statement)[0]), text.rfind("\r", 0, self.span(statement)[0])) + 1
-            line = text[line_start : self.span(statement)[0]]
-            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            statement_start = self.span(statement)[0]
+            line_start = max(text.rfind("\n", 0, statement_start), text.rfind("\r", 0, statement_start)) + 1
+            prefix = text[line_start:statement_start]
+            indent = prefix[: len(prefix) - len(prefix.lstrip(" \t"))]
         module = self.context.module
-        state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
-        state.indent_tokens = [indent] if indent else []
-        new._codegen(state)
-        return "".join(state.tokens)
+        newline = module.default_newline
+        head = ""
+        if indent:
+            head = "if True:" + newline + indent
+            try:
+                line = cst.If(test=cst.Name("True"), body=cst.IndentedBlock(body=[line], indent=indent))
+            except cst.CSTValidationError:  # not an indent libcst takes for a block
+                return self._code_in_module(old, new)
+        code = module.code_for_node(line)
+        if not (code.startswith(head) and code.endswith(newline)):
+            return self._code_in_module(old, new)
+        return code[len(head) : len(code) - len(newline)]
+
+    def _code_in_module(self, old: cst.CSTNode, new: cst.CSTNode) -> str:
+        """The general, slower way: the whole file with ``new`` in ``old``'s
+        place, less the unchanged text before and after ``old``."""
+        text = self.context.text
+        start, end = self.span(old)
+        code = self.context.module.deep_replace(old, new).code
+        if not (code.startswith(text[:start]) and code.endswith(text[end:])):
+            raise ValueError(f"a fix replacing {type(old).__name__} changes code outside it")
+        return code[start : len(code) - (len(text) - end)]
 
     def insert(self, offset: int, content: str) -> Edit:
         return Edit(offset, offset, content)
