@@ -19,24 +19,98 @@ BUGGY = "import torch\n\n\ndef f(x):\n    return x * torch.ones(x.shape) + torch
 FIXED = "import torch\n\n\ndef f(x):\n    return x * torch.ones_like(x) + torch.zeros_like(x)\n"
 
 
-@pytest.mark.parametrize("delay", [0.6, 1.2, 2.0])
-def test_killed_run_leaves_files_old_or_new(tmp_path, delay):
-    body = BUGGY + "".join(f"\n\ndef g{i}(y):\n    return torch.rand(y.shape) * y\n" for i in range(40))
-    for i in range(300):
-        folder = tmp_path / f"pkg{i % 10}"
+# The files a killed run works on: enough that a kill lands mid-run, few enough
+# that the next run, which fixes the rest, is quick.
+FILES = 24
+BODY = BUGGY + "".join(f"\n\ndef g{i}(y):\n    return torch.rand(y.shape) * y\n" for i in range(12))
+BODY_FIXED = FIXED + "".join(f"\n\ndef g{i}(y):\n    return torch.rand_like(y) * y\n" for i in range(12))
+# Loaded into fixdev and its workers (any start method) by Python's site
+# machinery: the Nth rename of a fixdev temporary file, and every later one,
+# leaves a marker and waits to be killed, its temporary file complete beside the
+# original. Renames are numbered across processes by creating files exclusively.
+PAUSE_HOOK = """
+import os, time
+_at = os.environ.get("FIXDEV_TEST_PAUSE_AT")
+if _at:
+    _folder, _nth = os.path.split(_at)
+    _replace = os.replace
+
+    def _paused_replace(src, dst, *args, **kwargs):
+        if os.path.basename(os.fspath(src)).startswith(".fixdev-"):
+            n = 1
+            while True:
+                try:
+                    os.close(os.open(os.path.join(_folder, f"rename-{n}"), os.O_CREAT | os.O_EXCL))
+                    break
+                except FileExistsError:
+                    n += 1
+            if n >= int(_nth):
+                open(os.path.join(_folder, "paused"), "a").close()
+                time.sleep(600)
+        return _replace(src, dst, *args, **kwargs)
+
+    os.replace = _paused_replace
+"""
+
+
+def _wait_for(condition, what: str, proc: subprocess.Popen, limit: float = 120.0) -> None:
+    """Poll until ``condition()``; fail if fixdev ends first or ``limit`` passes
+    (a generous bound: a loaded machine is slow, not stuck)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"fixdev ended (exit {proc.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {limit:.0f} s")
+        time.sleep(0.003)
+
+
+@pytest.mark.parametrize("moment", ["first file written", "half the files written", "a temporary file complete, not yet renamed"])
+def test_killed_run_leaves_files_old_or_new(tmp_path, moment):
+    """SIGKILL at three moments of an ``--apply`` run on two workers: each file
+    is old or new, the next run fixes the rest, no temporary file is left."""
+    tree, control = tmp_path / "tree", tmp_path / "control"
+    tree.mkdir()
+    control.mkdir()
+    paths = []
+    for i in range(FILES):
+        folder = tree / f"pkg{i % 4}"
         folder.mkdir(exist_ok=True)
-        (folder / f"m{i}.py").write_text(body)
-    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "--quiet", "--no-cache", "--jobs", "2", "."], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    time.sleep(delay)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    fixed = body.replace("torch.ones(x.shape)", "torch.ones_like(x)").replace("torch.zeros(x.size())", "torch.zeros_like(x)").replace("torch.rand(y.shape)", "torch.rand_like(y)")
-    states = [p.read_text() for p in tmp_path.rglob("m*.py")]
-    assert len(states) == 300
-    assert all(state in (body, fixed) for state in states), "a file is neither old nor new"
-    subprocess.run([sys.executable, "-m", "fixdev", "--apply", "--quiet", "--no-cache", "."], cwd=tmp_path, check=False)
-    assert all(p.read_text() == fixed for p in tmp_path.rglob("m*.py"))
-    leftovers = [p.name for p in tmp_path.rglob("*") if p.name.startswith(".fixdev-")]
+        paths.append(folder / f"m{i}.py")
+        paths[-1].write_text(BODY)
+    new_size = len(BODY_FIXED.encode())
+
+    def written() -> int:
+        return sum(os.stat(path).st_size == new_size for path in paths)
+
+    env = dict(os.environ)
+    nth = FILES // 3
+    if moment.startswith("a temporary file"):
+        (control / "sitecustomize.py").write_text(PAUSE_HOOK)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(control), env.get("PYTHONPATH")]))
+        env["FIXDEV_TEST_PAUSE_AT"] = str(control / str(nth))
+    command = [sys.executable, "-m", "fixdev", "--apply", "--quiet", "--no-cache", "--jobs", "2", "."]
+    proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        if moment == "first file written":
+            _wait_for(lambda: written() >= 1, moment, proc)
+        elif moment == "half the files written":
+            _wait_for(lambda: written() >= FILES // 2, moment, proc)
+        else:
+            _wait_for((control / "paused").exists, moment, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    states = [path.read_text() for path in paths]
+    assert all(state in (BODY, BODY_FIXED) for state in states), "a file is neither old nor new"
+    assert BODY in states and BODY_FIXED in states, "the kill came mid-run"
+    temps = [p.name for p in tree.rglob(".fixdev-*")]
+    if moment.startswith("a temporary file"):
+        assert states.count(BODY_FIXED) == nth - 1 and temps, "killed with a temporary file beside its original"
+    again = subprocess.run([sys.executable, "-m", "fixdev", "--apply", "--quiet", "--no-cache", "."], cwd=tree, capture_output=True)
+    assert again.returncode == 0, again.stderr.decode()
+    assert all(path.read_text() == BODY_FIXED for path in paths), "the next run fixes the rest"
+    leftovers = [p.name for p in tree.rglob("*") if p.name.startswith(".fixdev-")]
     assert leftovers == [], "no stray temporary files after the next run"
 
 
