@@ -408,6 +408,7 @@ PARAM_FREE_LAYERS = frozenset(
 )
 # Losses that own a buffer when given a weight.
 WEIGHTED_LOSSES = frozenset("CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss MultiLabelSoftMarginLoss MultiMarginLoss".split())
+MODULE_CONTAINERS = frozenset("Sequential ModuleList ModuleDict".split())
 MODULE_WRAPPERS = frozenset(
     {
         "torch.nn.DataParallel",
@@ -1774,8 +1775,8 @@ class _Run:
         if _is_torch_module_class(name):
             leaf = name.rsplit(".", 1)[-1]
             free = leaf in PARAM_FREE_LAYERS and not (leaf in WEIGHTED_LOSSES and (positional or "weight" in keywords or "pos_weight" in keywords))
-            if leaf == "Sequential":
-                free = bool(positional) and all(v.what is What.MODULE and v.flags & PARAM_FREE for v in positional)
+            if leaf in MODULE_CONTAINERS:
+                return self._module_container(name, node, positional)
             return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name), PARAM_FREE if free else 0)
         if name in NOT_OPERATIONS or name.startswith(NOT_OPERATION_PREFIXES) or "._" in name or name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
             if name.startswith(("torch.is_", "torch.cuda.is_", "torch.backends.")) or name in ("torch.numel", "torch.typename"):
@@ -1801,6 +1802,22 @@ class _Run:
         elif result.flags & ZERO_DIM:
             result = result.but(flags=result.flags & ~ZERO_DIM)
         return result
+
+    def _module_container(self, name: str, node: ast.Call, positional: list[Value]) -> Value:
+        """``nn.Sequential(a, b)``, ``nn.ModuleList([a, b])``: where the modules it holds are."""
+        children = []
+        for arg, value in zip(node.args, positional):
+            if type(arg) is ast.Starred or (type(arg) in (ast.List, ast.Tuple, ast.ListComp) and isinstance(value.parts, Parts)):
+                children.append(self.element(value))
+            else:
+                children.append(value)
+        flags = PARAM_FREE if children and all(c.what is What.MODULE and c.flags & PARAM_FREE for c in children) else 0
+        if not children:
+            return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name), 0)
+        if not all(c.what is What.MODULE for c in children):
+            return Value(What.MODULE, UNKNOWN_PLACES, frozenset({node}), ("instance", name), flags)
+        places = frozenset((p, o) for c in children for p, o in c.places)
+        return Value(What.MODULE, _cap(places), frozenset({node}), ("instance", name), flags)
 
     def factory(self, name: str, node: ast.Call, first: Value | None, keywords: dict) -> Value:
         if "device" in keywords:
@@ -2101,16 +2118,24 @@ class _Run:
         return UNKNOWN_VALUE
 
     def _move_in_place(self, module: Value, moved: Value, receiver_node: ast.AST, state: dict) -> None:
-        """Modules move in place: every name holding the same object moves."""
+        """Modules move in place: every name holding the same object moves,
+        and so do their submodules (``model.fc``: forgotten, to be read again
+        through the moved model)."""
         identity = module.parts if isinstance(module.parts, frozenset) else frozenset()
         chain = _chain(receiver_node) if receiver_node is not None else None
+        moved_keys = []
         if chain is not None and (chain in state or type(receiver_node) is ast.Name):
             if not (self.scope.self_name and chain == self.scope.self_name):
                 state[chain] = moved
+                moved_keys.append(chain)
         if identity:
             for key, value in list(state.items()):
                 if value.what is What.MODULE and isinstance(value.parts, frozenset) and value.parts & identity:
                     state[key] = value.but(places=moved.places)
+                    moved_keys.append(key)
+        for key in moved_keys:
+            if _root(key) in self._dotted_roots:
+                self._kill(key, state)
 
     def tensor_method(self, tensor: Value, name: str, receiver_node: ast.AST, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
         what = What.TENSOR if tensor.what is What.TENSOR else What.UNKNOWN

@@ -109,6 +109,10 @@ WHERE = [
     ("m = nn.Linear(2, 2).cuda()\ny = m(torch.ones(2, device='cuda'))\n#^ y", "tensor Device(None)"),
     ("act = nn.ReLU()\nx = torch.zeros(3, device='cuda')\ny = act(x)\n#^ y", 'tensor Device("cuda")'),
     ("act = nn.Sequential(nn.ReLU(), nn.Flatten())\ny = act(torch.zeros(3))\n#^ y", "tensor Host"),
+    ("layers = [nn.Linear(2, 2).to('cuda') for _ in range(3)]\nm = nn.Sequential(*layers)\n#^ m", 'module Device("cuda")'),
+    ("m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())\n#^ m", "module Host"),
+    ("m = nn.ModuleList([nn.Linear(2, 2).cuda(), nn.Linear(2, 2)])\n#^ m", "module Device(None)|Host"),
+    ("m = nn.Sequential(OrderedDict(fc=nn.Linear(2, 2)))\n#^ m", "module Unknown"),
     ("m = nn.Linear(2, 2).cuda()\nw = m.weight\n#^ w", "tensor Device(None)"),
     ("m = nn.DataParallel(nn.Linear(2, 2).cuda())\n#^ m", "module Device(None)"),
     # a module passed to a function the analysis does not follow may come back moved
@@ -650,6 +654,28 @@ SINKS = [
         hooks = [train]
         """,
         [],
+    ),
+    # a submodule set before the model moves moves with it; one set after does not
+    (
+        """
+        from torchvision import models
+        import torch
+        model = models.resnet18()
+        model.fc = torch.nn.Linear(512, 2)
+        model.to("cuda")
+        out = model.fc(torch.zeros(512).to("cuda"))
+        """,
+        [],
+    ),
+    (
+        """
+        from torchvision import models
+        import torch
+        model = models.resnet18().to("cuda")
+        model.fc = torch.nn.Linear(512, 2)
+        out = model.fc(torch.zeros(512).to("cuda"))
+        """,
+        ['module-on-host model.fc from torch.nn.Linear(512, 2) -> "cuda"'],
     ),
     # a model moved by a function the analysis does not follow: silent
     (
