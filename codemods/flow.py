@@ -567,7 +567,7 @@ class Scope:
 
 
 class ClassInfo:
-    __slots__ = ("node", "scope", "methods", "stores", "is_module", "bases", "local_bases", "owns", "own_text", "param_free", "device_property")
+    __slots__ = ("node", "scope", "methods", "stores", "is_module", "bases", "local_bases", "owns", "own_text", "param_free", "device_property", "kept_parameters")
 
     def __init__(self, node: ast.ClassDef, scope: Scope) -> None:
         self.node = node
@@ -581,6 +581,7 @@ class ClassInfo:
         self.own_text: str | None = None  # names the module's own device, in its methods
         self.param_free = False
         self.device_property = False
+        self.kept_parameters: set[str] = set()  # __init__ parameters it keeps as they are (self.inner = inner)
 
 
 class _Index:
@@ -852,6 +853,8 @@ class _Index:
         own_text = None
         anything_stored = bool(info.stores)
         init = info.methods.get("__init__")
+        if init is not None and self.scopes[init].self_name:
+            info.kept_parameters = self._kept_parameters(init, self.scopes[init].self_name)
         for method in info.methods.values():
             scope = self.scopes[method]
             self_name = scope.self_name
@@ -872,6 +875,18 @@ class _Index:
         elif info.owns:
             info.own_text = "next(self.parameters()).device"
         info.param_free = not info.owns and not anything_stored and not layer_bases and not info.local_bases
+
+    @staticmethod
+    def _kept_parameters(init: ast.AST, self_name: str) -> set[str]:
+        """Parameters ``__init__`` stores as they are: ``self.inner = inner``."""
+        args = init.args
+        names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {self_name}
+        kept = set()
+        for node in ast.walk(init):
+            if type(node) is ast.Assign and type(node.value) is ast.Name and node.value.id in names:
+                if any(type(t) is ast.Attribute and _chain(t.value) == self_name for t in node.targets):
+                    kept.add(node.value.id)
+        return kept
 
     def _direct_parameter(self, statement: ast.stmt, self_name: str, scope: Scope) -> str | None:
         """``self.w = nn.Parameter(...)`` or ``self.register_buffer("w", <tensor>)``
@@ -1936,6 +1951,14 @@ class _Run:
                 self._note_call(node, positional, keywords, init, True)
         if info is not None and info.is_module:
             flags = PARAM_FREE if info.param_free else 0
+            given = any(v.what is What.MODULE for v in (*positional, *keywords.values()))
+            init = info.methods.get("__init__")
+            if not given and init is not None and info.kept_parameters:
+                bound = self.flow._bind(self.index.scopes[init], node, (positional, keywords), True)
+                given = any(bound.get(name, UNKNOWN_VALUE).what is What.UNKNOWN for name in info.kept_parameters)
+            if given or not (info.owns or info.param_free):
+                # it may hold modules it is given, wherever they are
+                return Value(What.MODULE, UNKNOWN_PLACES, frozenset({node}), Instance(cls), flags)
             return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), Instance(cls), flags)
         return Value(What.UNKNOWN, NO_PLACES, None, Instance(cls))
 

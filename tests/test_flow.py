@@ -101,6 +101,12 @@ WHERE = [
     # modules
     ("class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\nm = Net()\n#^ m", "module Host"),
     ("class Net(nn.Module):\n    pass\nm = Net()\nm.to('cuda')\nm\n#^ m", 'module Device("cuda")'),
+    # a module of the file given modules holds them wherever they are
+    ("class Wrap(nn.Module):\n    def __init__(self, inner):\n        super().__init__()\n        self.inner = inner\nw = Wrap(nn.Linear(2, 2).cuda())\n#^ w", "module Unknown"),
+    ("class Wrap(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.inner = build(n)\nw = Wrap(2)\n#^ w", "module Unknown"),
+    ("class Wrap(nn.Module):\n    def __init__(self, inner):\n        super().__init__()\n        self.inner = inner\nw = Wrap(get_model())\n#^ w", "module Unknown"),
+    ("class Net(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.n = n\n        self.fc = nn.Linear(n, n)\nm = Net(4)\n#^ m", "module Host"),
+    ("class Net(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.fc = nn.Linear(n, n)\nm = Net(args.n)\n#^ m", "module Host"),
     ("m = nn.Linear(2, 2)\nm.cuda()\nm\n#^ m", "module Device(None)"),
     ("m = nn.Linear(2, 2)\nm2 = m.to('cuda')\nm\n#^ m", 'module Device("cuda")'),
     ("m = nn.Linear(2, 2)\nalias = m\nm.cuda()\nalias\n#^ alias", "module Device(None)"),
