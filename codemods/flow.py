@@ -203,6 +203,11 @@ def join(a: Value | None, b: Value | None) -> Value | None:
         return a
     if a is None:
         return b
+    # a value or None (or a number): what the value is, where it lives
+    if a.what is What.SCALAR and a.parts is None and not a.places and b.what is not What.SCALAR:
+        return b if not a.flags & MAYBE_UNBOUND or b.flags & MAYBE_UNBOUND else b.but(flags=b.flags | MAYBE_UNBOUND)
+    if b.what is What.SCALAR and b.parts is None and not b.places and a.what is not What.SCALAR:
+        return a if not b.flags & MAYBE_UNBOUND or a.flags & MAYBE_UNBOUND else a.but(flags=a.flags | MAYBE_UNBOUND)
     what = a.what if a.what is b.what else What.UNKNOWN
     places = a.places if a.places == b.places else _cap(a.places | b.places)
     parts = None
@@ -1308,10 +1313,16 @@ class _Run:
             self.ev(target.slice, state)
             chain = _chain(target.value)
             key = target.slice.value if type(target.slice) is ast.Constant else None
-            if chain is not None and isinstance(container.parts, Parts) and isinstance(key, (str, int)):
-                # batch["image"] = batch["image"].to(device)
-                items = tuple((k, v) for k, v in container.parts.items if k != key) + ((key, value),)
-                state[chain] = container.but(parts=Parts(container.parts.elem, items))
+            if chain is not None and isinstance(container.parts, Parts):
+                if isinstance(key, (str, int)):
+                    # batch["image"] = batch["image"].to(device)
+                    items = tuple((k, v) for k, v in container.parts.items if k != key) + ((key, value),)
+                    parts = Parts(container.parts.elem, items)
+                else:
+                    # batch[k] = ...: any part may now be the new value
+                    elem = container.parts.elem
+                    parts = Parts(value if elem is NOTHING else join(elem, value), tuple((k, join(v, value)) for k, v in container.parts.items))
+                state[chain] = container.but(parts=parts)
         elif kind is ast.Starred:
             self.bind(target.value, value, state, settle)
 
@@ -1730,6 +1741,10 @@ class _Run:
         keywords: dict[str | None, Value] = {}
         for keyword in node.keywords:
             value = self.ev(keyword.value, state)
+            if keyword.arg is None and "device" not in keywords:
+                # f(**kw): a device may be in it (dd = dict(device=device); torch.zeros(3, **dd))
+                items = dict(value.parts.items) if isinstance(value.parts, Parts) else {}
+                keywords["device"] = items.get("device", UNKNOWN_VALUE)
             keywords[keyword.arg] = join(keywords.get(keyword.arg), value)
         return positional, keywords
 
@@ -1792,6 +1807,9 @@ class _Run:
             free = leaf in PARAM_FREE_LAYERS and not (leaf in WEIGHTED_LOSSES and (positional or "weight" in keywords or "pos_weight" in keywords))
             if leaf in MODULE_CONTAINERS:
                 return self._module_container(name, node, positional)
+            if "device" in keywords and not free:  # nn.Linear(4, 4, device=device)
+                places = self._target_places(keywords["device"], node)
+                return Value(What.MODULE, places if places is not None else UNKNOWN_PLACES, frozenset({node}), ("instance", name))
             return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name), PARAM_FREE if free else 0)
         if name in NOT_OPERATIONS or name.startswith(NOT_OPERATION_PREFIXES) or "._" in name or name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
             if name.startswith(("torch.is_", "torch.cuda.is_", "torch.backends.")) or name in ("torch.numel", "torch.typename"):
