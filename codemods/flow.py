@@ -236,9 +236,11 @@ def _join_all(values: Iterable[Value | None]) -> Value | None:
     return result
 
 
-def _join_states(a: dict | None, b: dict | None) -> dict | None:
+def _join_states(a: dict | None, b: dict | None, untracked=None) -> dict | None:
     """States are dicts from a name (or a ``self.x`` chain) to its Value; None
-    is a point no path reaches."""
+    is a point no path reaches. A name one side lacks is not bound on that
+    path; an attribute chain one side lacks was not assigned there, and holds
+    what ``untracked(chain)`` says (unknown without it)."""
     if a is None:
         return b
     if b is None or a is b:
@@ -247,22 +249,20 @@ def _join_states(a: dict | None, b: dict | None) -> dict | None:
     for key, value in a.items():
         other = b.get(key)
         if other is None:
-            result[key] = _one_sided(key, value)
+            result[key] = _one_sided(key, value, untracked)
         elif other is value:
             result[key] = value
         else:
             result[key] = join(value, other)
     for key, value in b.items():
         if key not in a:
-            result[key] = _one_sided(key, value)
+            result[key] = _one_sided(key, value, untracked)
     return result
 
 
-def _one_sided(key: str, value: Value) -> Value:
-    """A key one path of a join does not have: a name not bound there; an
-    attribute chain not tracked there (whatever it held is not known)."""
+def _one_sided(key: str, value: Value, untracked) -> Value:
     if "." in key:
-        return join(value, UNKNOWN_VALUE)
+        return join(value, untracked(key) if untracked is not None else UNKNOWN_VALUE)
     return value if value.flags & MAYBE_UNBOUND else value.but(flags=value.flags | MAYBE_UNBOUND)
 
 
@@ -1056,6 +1056,18 @@ class _Run:
 
     # -- running ---------------------------------------------------------------------
 
+    def _join(self, a: dict | None, b: dict | None) -> dict | None:
+        return _join_states(a, b, self._untracked)
+
+    def _untracked(self, chain: str) -> Value:
+        """What ``self.x`` holds where this run has not assigned it: the class's facts."""
+        root, _, attr = chain.partition(".")
+        owner = self.params.get(root)
+        if root != self.scope.self_name or "." in attr or owner is None or type(owner.ref) is not Instance:
+            return UNKNOWN_VALUE
+        found = self.flow._instance_attribute(self, owner, attr, chain)
+        return UNKNOWN_VALUE if found is None else found
+
     def run(self) -> "_Run":
         node = self.scope.node
         state = dict(self.params)
@@ -1067,7 +1079,7 @@ class _Run:
         state = self.block(node.body, state)
         if state is not None:
             self.returns = join(self.returns, SCALAR_VALUE)
-            self.exits = _join_states(self.exits, state)
+            self.exits = self._join(self.exits, state)
         return self
 
     def block(self, statements: list[ast.stmt], state: dict | None) -> dict | None:
@@ -1076,7 +1088,7 @@ class _Run:
             if state is None:
                 return None
             if statement is self.watch:
-                self.watched = _join_states(self.watched, dict(state))
+                self.watched = self._join(self.watched, dict(state))
             handler = handlers.get(type(statement))
             if handler is not None:
                 state = handler(self, statement, state)
@@ -1122,7 +1134,7 @@ class _Run:
         self._note_flag(node.test)
         taken = self.block(node.body, dict(state))
         skipped = self.block(node.orelse, state)
-        return _join_states(taken, skipped)
+        return self._join(taken, skipped)
 
     def s_for(self, node: ast.For, state: dict) -> dict | None:
         element = self.element(self.ev(node.iter, state))
@@ -1153,8 +1165,8 @@ class _Run:
             breaks, continues = self._loops.pop()
             back = end
             for other in continues:
-                back = _join_states(back, other)
-            new_head = _join_states(entry, back)
+                back = self._join(back, other)
+            new_head = self._join(entry, back)
             if new_head == head:
                 break
             if iteration == _MAX_ITERATIONS - 1:
@@ -1168,7 +1180,7 @@ class _Run:
                 self.ev(node.test, head)
             after = self.block(node.orelse, dict(head)) if node.orelse else head
         for other in breaks:
-            after = _join_states(after, other)
+            after = self._join(after, other)
         return after
 
     def s_with(self, node: ast.With, state: dict) -> dict | None:
@@ -1188,7 +1200,7 @@ class _Run:
         before = dict(state)
         after_body = self.block(node.body, state)
         # an exception may come anywhere in the body: approximated by its start and end
-        raised = _join_states(before, after_body)
+        raised = self._join(before, after_body)
         outcomes = [self.block(node.orelse, after_body) if after_body is not None else None]
         for handler in node.handlers:
             if handler.type is not None:
@@ -1199,7 +1211,7 @@ class _Run:
             outcomes.append(self.block(handler.body, entered))
         after = None
         for outcome in outcomes:
-            after = _join_states(after, outcome)
+            after = self._join(after, outcome)
         if node.finalbody:
             finished = self.block(node.finalbody, dict(after if after is not None else raised))
             return finished if after is not None else None
@@ -1208,7 +1220,7 @@ class _Run:
     def s_return(self, node: ast.Return, state: dict) -> None:
         value = self.ev(node.value, state) if node.value is not None else SCALAR_VALUE
         self.returns = join(self.returns, value)
-        self.exits = _join_states(self.exits, state)
+        self.exits = self._join(self.exits, state)
         return None
 
     def s_raise(self, node: ast.Raise, state: dict) -> None:
@@ -1274,7 +1286,7 @@ class _Run:
                     entered[name] = UNKNOWN_VALUE
             if case.guard is not None:
                 self.ev(case.guard, entered)
-            after = _join_states(after, self.block(case.body, entered))
+            after = self._join(after, self.block(case.body, entered))
         return after
 
     # -- binding ---------------------------------------------------------------------
@@ -1323,6 +1335,9 @@ class _Run:
                     elem = container.parts.elem
                     parts = Parts(value if elem is NOTHING else join(elem, value), tuple((k, join(v, value)) for k, v in container.parts.items))
                 state[chain] = container.but(parts=parts)
+            elif chain is not None and container.what in _TENSORISH and container.places and value.places and not value.places <= container.places:
+                # x[k] = value where value may live elsewhere: x is a container after all (a loader's dict batch)
+                state[chain] = container.but(places=_cap(container.places | value.places))
         elif kind is ast.Starred:
             self.bind(target.value, value, state, settle)
 
@@ -1440,10 +1455,6 @@ class _Run:
         value = self.attribute(base, node.attr, node, chain, state)
         if self.record and type(value.ref) in _FUNCTIONS and value.ref.name == node.attr:
             self.references[node] = value.ref
-        if chain is not None and type(base.ref) is Instance:
-            # what class facts say, kept in the state so branches that set it join with it
-            state[chain] = value
-            self._dotted_roots.add(_root(chain))
         return value
 
     def attribute(self, base: Value, attr: str, node: ast.AST, chain: str | None, state: dict) -> Value:
