@@ -413,6 +413,8 @@ PARAM_FREE_LAYERS = frozenset(
 )
 # Losses that own a buffer when given a weight.
 WEIGHTED_LOSSES = frozenset("CrossEntropyLoss NLLLoss BCELoss BCEWithLogitsLoss MultiLabelSoftMarginLoss MultiMarginLoss".split())
+# Operations whose other tensor arguments may stay on the host (CTC's targets and lengths).
+FIRST_ARGUMENT_ONLY = frozenset({"torch.nn.functional.ctc_loss", "torch.ctc_loss", "torch.nn.CTCLoss", "torch.nn.modules.loss.CTCLoss"})
 MODULE_CONTAINERS = frozenset("Sequential ModuleList ModuleDict".split())
 MODULE_WRAPPERS = frozenset(
     {
@@ -1838,6 +1840,8 @@ class _Run:
         for keyword in node.keywords:
             if keyword.arg not in ("dim", "out", "dtype", "keepdim") and keyword.arg is not None:
                 operands.append((keyword.value, keywords[keyword.arg]))
+        if name in FIRST_ARGUMENT_ONLY:
+            operands = operands[:1]
         result = self.combine(node, operands, state)
         if result.what is not What.TENSOR:  # torch's operations return tensors
             result = Value(What.TENSOR, result.places if result.places else UNKNOWN_PLACES, flags=result.flags)
@@ -2007,11 +2011,17 @@ class _Run:
         positional, keywords = self._arguments(node, state)
         inputs = list(zip(node.args, positional)) + [(k.value, keywords[k.arg]) for k in node.keywords]
         if module.flags & PARAM_FREE:
+            if type(module.ref) is tuple and module.ref[1] in FIRST_ARGUMENT_ONLY:
+                inputs = inputs[:1]
             if not inputs:
                 return UNKNOWN_VALUE
             result = self.combine(node, inputs, state)
             return result if result.places else UNKNOWN_VALUE
         if self.record and not module.flags & MOVES_INPUTS:
+            required = self.flow._inputs_on_device(self, module, node, positional, keywords)
+            if required is not None:
+                # a module of this file: only the inputs its forward() uses with its own parameters
+                inputs = [(arg, value) for i, (arg, value) in enumerate(inputs) if i in required]
             for arg, value in _spread(inputs):
                 if self._meet("module-input", node, arg, value, func, module, state):
                     continue
@@ -2908,10 +2918,16 @@ class FileFlow:
                 given = mapping.get(name)
                 if given is None:
                     continue
-                if _apart(given, self._substitute(other, scope, mapping, receiver, run.scope)):
+                here = self._substitute(other, scope, mapping, receiver, run.scope)
+                if _apart(given, here):
                     # found inside the function; made (and fixed) where the caller made the value
                     sink = Sink(kind, node, use, _settle_to_expression(given.places, call), other_node, self._device_text(scope, other, other_node))
                     run.sinks.setdefault((node, use), sink)
+                elif _kinds(here) == (False, True, False):
+                    # the caller's own parameter, passed on: the caller's summary keeps the meeting
+                    params = {p.text for p, _ in given.places if type(p) is SameAs and p.home is run.scope.node}
+                    if len(params) == 1 and all(type(p) is SameAs for p, _ in given.places):
+                        run.meetings.append((params.pop(), kind, node, use, other_node, here))
         result = summary.returns if summary.returns is not None else SCALAR_VALUE
         return self._substitute(result, scope, mapping, receiver, run.scope)
 
@@ -2973,6 +2989,37 @@ class FileFlow:
         return self._rehome(child.returns or SCALAR_VALUE, run.scope, None)
 
     # -- classes ---------------------------------------------------------------------------
+
+    def _inputs_on_device(self, run: _Run, module: Value, call: ast.Call, positional: list[Value], keywords: dict) -> set[int] | None:
+        """For a call of a module whose class (and ``forward``) this file
+        defines: the indexes (in ``call.args`` then ``call.keywords``) of the
+        inputs ``forward`` uses with the module's own parameters, which must be
+        on its device; None for other modules (every input must be)."""
+        if type(module.ref) is not Instance or not run.summaries:
+            return None
+        forward = self._method_of(module.ref.cls, "forward")
+        if forward is None:
+            return None
+        scope = self._index.scopes[forward]
+        summary = self._symbolic(scope)
+        if summary is None:
+            return None
+        owners = {module.ref.cls} | self._ancestors(module.ref.cls)
+        needed = {name for name, _, _, _, _, other in summary.meetings if any(type(p) is Device and p.home in owners for p, _ in other.places)}
+        args = scope.node.args
+        names = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
+        required = set()
+        for i, arg in enumerate(call.args):
+            if type(arg) is ast.Starred or i >= len(names):
+                return None  # the analysis cannot tell which parameter gets it
+            if names[i] in needed:
+                required.add(i)
+        for j, keyword in enumerate(call.keywords):
+            if keyword.arg is None:
+                return None
+            if keyword.arg in needed:
+                required.add(len(call.args) + j)
+        return required
 
     def _method_of(self, cls: ast.ClassDef, name: str, seen: set | None = None) -> ast.AST | None:
         info = self._index.classes.get(cls)

@@ -769,6 +769,56 @@ SINKS = [
         """,
         ["operand self.mask from torch.tensor([1.0, 0.0, 1.0, 0.0]) -> next(self.parameters()).device"],
     ),
+    # a module of the file checks only the inputs its forward uses with its own parameters
+    (
+        """
+        class MaskConv(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv1d(4, 4, 3)
+            def forward(self, x, lengths):
+                for i, n in enumerate(lengths):
+                    x[i, :, n.item():] = 0
+                return self.conv(x)
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mask_conv = MaskConv()
+            def forward(self, x, lengths):
+                lengths = lengths.cpu().int()
+                return self.mask_conv(x, lengths)
+        model = MaskConv().cuda()
+        y = model(torch.zeros(2, 4, 8), torch.tensor([8, 6]))
+        """,
+        ["module-input torch.zeros(2, 4, 8) from torch.zeros(2, 4, 8) -> next(model.parameters()).device"],
+    ),
+    # ... also through a helper forward calls
+    (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def encode(self, h):
+                return self.fc(h)
+            def forward(self, x, n):
+                return self.encode(x)
+        model = Net().cuda()
+        y = model(torch.zeros(4), torch.tensor([3]))
+        """,
+        ["module-input torch.zeros(4) from torch.zeros(4) -> next(model.parameters()).device"],
+    ),
+    # CTC takes its targets and lengths on the host
+    (
+        """
+        ctc = nn.CTCLoss()
+        log_probs = torch.randn(50, 16, 20).to("cuda").log_softmax(2)
+        targets = torch.randint(1, 20, (16, 30))
+        loss = ctc(log_probs, targets, torch.full((16,), 50), torch.full((16,), 30))
+        loss2 = nn.functional.ctc_loss(log_probs, targets, torch.full((16,), 50), torch.full((16,), 30))
+        """,
+        [],
+    ),
     # a dict batch fed as keywords
     (
         """
