@@ -22,6 +22,8 @@ from . import placement
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext
 
+    from .flow import FileFlow
+
 
 class Kind(enum.Enum):
     UNKNOWN = "unknown"
@@ -103,6 +105,47 @@ def of(rule: "Rule") -> "FileAnalysis":
     return shared["analysis"]
 
 
+def flow_of(rule: "Rule") -> "FileFlow":
+    """The device flow (``flow.FileFlow``) of the file ``rule`` is looking at,
+    made on first use."""
+    shared = rule.context.shared
+    if "flow" not in shared:
+        from .flow import FileFlow
+
+        shared["flow"] = FileFlow(rule.context.text)
+    return shared["flow"]
+
+
+def ast_parents(flow: "FileFlow") -> dict:
+    """Every node of the flow's ``ast`` tree → its parent, made once per file."""
+    parents = getattr(flow, "parents", None)
+    if parents is None:
+        import ast
+
+        parents = {child: parent for parent in ast.walk(flow.tree) for child in ast.iter_child_nodes(parent)}
+        flow.parents = parents
+    return parents
+
+
+def fixed_by_a_bare_move(flow: "FileFlow", name: str, origin) -> bool:
+    """A statement ``name.to(...)`` / ``name.cuda()`` whose result is dropped
+    follows ``origin`` in its function: the value was meant to move, and
+    ``cuda-call`` / ``discarded-to`` make that statement assign, which is the
+    whole fix (another rule moving it again would be noise)."""
+    import ast
+
+    parents = ast_parents(flow)
+    scope = parents.get(origin)
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        scope = parents.get(scope)
+    for statement in ast.walk(scope if scope is not None else flow.tree):
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and statement.lineno > origin.lineno:
+            func = statement.value.func
+            if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and isinstance(func.value, ast.Name) and func.value.id == name:
+                return True
+    return False
+
+
 def last_name(node: cst.CSTNode) -> str | None:
     """``ones`` for ``torch.ones``, ``t.ones`` and ``ones``: a cheap check
     before asking for qualified names."""
@@ -164,6 +207,29 @@ class FileAnalysis:
     def end(self, node: cst.CSTNode) -> int:
         span = self._context.metadata(CharSpanProvider)[node]
         return span.start + span.length
+
+    def statement_at(self, offset: int) -> cst.CSTNode | None:
+        """The block-level statement (a line or a compound statement) that
+        starts at character ``offset``, for rules that find sites in ``ast``."""
+        if "statements" not in self.shared:
+            spans = self._context.metadata(CharSpanProvider)
+            self.shared["statements"] = {
+                spans[n].start: n for n in reversed(self.index_order()) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            }
+        return self.shared["statements"].get(offset)
+
+    def call_at(self, start: int, end: int) -> cst.Call | None:
+        """The call whose span is ``text[start:end]``, for rules that find
+        sites in ``ast`` (whose call spans exclude enclosing parentheses)."""
+        if "calls" not in self.shared:
+            spans = self._context.metadata(CharSpanProvider)
+            self.shared["calls"] = {(spans[n].start, spans[n].start + spans[n].length): n for n in self.index_order() if type(n) is cst.Call}
+        return self.shared["calls"].get((start, end))
+
+    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        while node is not None and not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            node = self.parent(node)
+        return node
 
     def enclosing(self, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
         node = self.parent(node)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import libcst.matchers as m
 
 from fixdev.rule import Invalid, Rule
 
-from . import analysis
+from . import analysis, placement
 from .analysis import MOVES, TENSOR_METHODS, Kind
 
 # Factories that take device=; from_numpy and the _like twins do not need it.
@@ -29,6 +31,13 @@ class FactoryDevice(Rule):
     through local variables. `x` is the tensor it meets when that is a
     parameter or `self` attribute chain, else the method's first tensor
     parameter.
+
+    Outside module methods (scripts, functions, loss code), the device flow
+    analysis finds a factory whose value meets a tensor or model on a device
+    (a module it is fed to, an operand, an argument of a `torch` function),
+    directly or through variables and branches; it gets `device=` naming
+    where the other side lives (`x.device`, the program's `device`), provided
+    that name is bound where the factory runs.
 
     ## Why is this bad?
     A factory without `device=` allocates on the CPU. Once the model runs on a
@@ -54,16 +63,17 @@ class FactoryDevice(Rule):
 
     ## When it stays silent
     When `device=` is given; when the result is moved at once (`.to(...)`,
-    `.cuda()`, `.cpu()`, `.type_as(...)`); outside module methods and in
-    `__init__` (see `constant-buffer`); when the result never meets a device
-    tensor. When it does but no tensor is at hand to take the device from, the
-    site is reported without a fix.
+    `.cuda()`, `.cpu()`, `.type_as(...)`); in `__init__` (see
+    `constant-buffer`); when the result never meets a device tensor, or where
+    the other side lives is not known on every path (both move under the same
+    `if args.cuda:`, a function's parameter). When it does but no device is in
+    reach to name, the site is reported without a fix.
     """
 
     code = "FDV102"
     name = "factory-device"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
-    trigger = (r"\bclass\b", analysis.FACTORY_CALL)
+    trigger = (analysis.FACTORY_CALL, r"\bclass\b|\.(?:to|cuda)\s*\(|device")
 
     VALID = [
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3, device=x.device)\n",
@@ -73,6 +83,12 @@ class FactoryDevice(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x, scale):\n        return torch.ones(3) * scale\n",
     ]
     INVALID = [
+        Invalid(
+            "import torch, torch.nn as nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = nn.Linear(4, 2).to(device)\nout = model(torch.randn(8, 4))\n",
+            "import torch, torch.nn as nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = nn.Linear(4, 2).to(device)\nout = model(torch.randn(8, 4, device=device))\n",
+        ),
         Invalid(
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        bias = torch.zeros(x.size(0), 5)\n        return x.sum(1, keepdim=True) + bias\n",
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        bias = torch.zeros(x.size(0), 5, device=x.device)\n        return x.sum(1, keepdim=True) + bias\n",
@@ -94,6 +110,40 @@ class FactoryDevice(Rule):
             None,
         ),
     ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        """Outside module methods: the device flow finds factories whose
+        value meets a device (in scripts, functions, loss code)."""
+        flow = analysis.flow_of(self)
+        facts = analysis.of(self)
+        done: set[int] = set()
+        for sink in flow.sinks():
+            if sink.kind not in ("module-input", "operand"):
+                continue
+            for origin in sink.origins:
+                call = facts.call_at(*flow.span(origin)) if isinstance(origin, ast.Call) else None
+                if call is None or id(call) in done or not self._is_bare_factory(call):
+                    continue
+                if facts.enclosing_method(call) is not None:
+                    continue  # module methods: visit_Call below
+                target = analysis.ast_parents(flow).get(origin)
+                if isinstance(target, ast.Assign) and len(target.targets) == 1 and isinstance(target.targets[0], ast.Name):
+                    if analysis.fixed_by_a_bare_move(flow, target.targets[0].id, origin):
+                        continue  # x = torch.zeros(n); x.cuda(): cuda-call's fix moves it
+                done.add(id(call))
+                statement = facts.statement_of(call)
+                devices = [d for d in (sink.device, flow.device_at(origin)) if d]
+                device = next((d for d in devices if statement is not None and placement.expression_bound_at(facts, d, statement)), None)
+                if device is None:
+                    self.report(call, "Tensor made on the CPU meets a tensor on a device, and no device is in reach for `device=`")
+                    continue
+                new_call = analysis.with_keyword_argument(call, "device", device)
+                self.report(call, fix=[self.replace(call, new_call)], fix_message=f"Add `device={device}`")
+
+    def _is_bare_factory(self, node: cst.Call) -> bool:
+        if analysis.last_name(node.func) not in SHORT_NAMES or analysis.keyword(node, "device") is not None:
+            return False
+        return bool(self.qualified_names(node.func) & FACTORIES) and not any(a.star for a in node.args)
 
     def visit_Call(self, node: cst.Call) -> None:
         if analysis.last_name(node.func) not in SHORT_NAMES or analysis.keyword(node, "device") is not None:

@@ -298,6 +298,36 @@ def existing_device(facts: "FileAnalysis", node: cst.CSTNode, module_level: bool
     return None
 
 
+def name_bound_at(facts: "FileAnalysis", name: str, node: cst.CSTNode) -> bool:
+    """``name`` refers, where ``node`` runs, to a binding sure to have run:
+    a parameter of an enclosing function, or the one statement that binds it
+    in the nearest scope that does, when that statement dominates ``node``
+    (for a module-level binding seen from a function: see ``bound_when_run``)."""
+    scope = facts.enclosing(node, cst.FunctionDef)
+    while scope is not None:
+        if name in parameter_names(scope):
+            return True
+        bindings = _bindings_of(scope, name)
+        if bindings:
+            return len(bindings) == 1 and not isinstance(bindings[0], (cst.Global, cst.Nonlocal)) and dominates(facts, bindings[0], node)
+        scope = facts.enclosing(scope, cst.FunctionDef)
+    bindings = _bindings_of(facts.module, name)
+    return len(bindings) == 1 and not _declared_global_anywhere(facts, name) and bound_when_run(facts, bindings[0], node)
+
+
+def expression_bound_at(facts: "FileAnalysis", expression: str, node: cst.CSTNode) -> bool:
+    """Every variable ``expression`` (a device's source text) reads is bound
+    where ``node`` runs (see ``name_bound_at``)."""
+    import ast
+
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        return False
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"next", "iter", "str", "int"}
+    return all(name_bound_at(facts, name, node) for name in names)
+
+
 # -- new definitions ------------------------------------------------------------------
 
 

@@ -407,7 +407,11 @@ class Rule(BatchableCSTVisitor):
     # -- reporting -----------------------------------------------------------
 
     def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "") -> None:
-        start, end = self.span(node)
+        self.report_at(*self.span(node), message, fix=fix, fix_message=fix_message)
+
+    def report_at(self, start: int, end: int, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "") -> None:
+        """``report`` for a span of the text (character offsets), for rules
+        that find their sites through another tree than libcst's."""
         edits = tuple(sorted(set(fix)))
         self.findings.append(
             Finding(
