@@ -39,6 +39,7 @@ import builtins
 import collections
 import enum
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
@@ -2406,7 +2407,10 @@ class FileFlow:
         self.parsed = True
         if tree is None:
             try:
-                tree = ast.parse(self.text[self._bom :])
+                with warnings.catch_warnings():  # `1()`, "\d": the file's business, not ours to print
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    tree = ast.parse(self.text[self._bom :])
             except (SyntaxError, ValueError):  # ValueError: a null byte
                 tree = ast.Module(body=[], type_ignores=[])
                 self.parsed = False

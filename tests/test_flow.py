@@ -983,6 +983,11 @@ def test_text_python_cannot_parse_has_no_facts():
     assert flow.parsed is False and flow.sinks() == []
 
 
+def test_parsing_prints_no_warnings(recwarn):
+    FileFlow('import torch\nx = 1()\ny = "\\d"\n').sinks()
+    assert not [w for w in recwarn if issubclass(w.category, (SyntaxWarning, DeprecationWarning))]
+
+
 def test_tree_without_text():
     tree = ast.parse("import torch\nx = torch.zeros(3)\n")
     flow = FileFlow(tree)
