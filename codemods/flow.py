@@ -26,9 +26,43 @@ The query API, all on ``FileFlow(text_or_tree)``:
   offsets of the text (ast columns count UTF-8 bytes).
 - ``qualified_name(node)``: ``torch.zeros`` for ``t.zeros`` after ``import torch as t``.
 
+What it knows (everything else is UNKNOWN):
+
+- Sources: factories without ``device=`` (``torch.zeros``, ``torch.tensor(list)``,
+  ``torch.from_numpy``, ``torch.as_tensor(array)``, legacy ``torch.FloatTensor``)
+  make host tensors, unless ``torch.set_default_device`` appears in the file or
+  a ``with torch.device(...)`` block is open; ``device=d`` (also inside
+  ``**kwargs`` dicts it can see) puts them on ``d``. A DataLoader's batches are
+  host tensors (unpacking gives host tensors; ``for``, ``next(iter(...))``,
+  ``enumerate``, ``zip``, ``tqdm``), unless its dataset or ``collate_fn`` is seen
+  to move tensors, is a ``TensorDataset`` of device tensors, or the
+  ``collate_fn`` is not in the file. ``Net()`` of an nn.Module class (torch.nn
+  layers, classes of the file, torchvision/timm/transformers builders) is on
+  the host until moved, unless given modules it keeps.
+- Moves: ``.to(d)``, ``.cuda()``, ``.cpu()``, ``.type_as(v)``, ``.type(v.type())``;
+  ``.to(dtype)`` keeps. Modules move in place (with their aliases and tracked
+  submodules); a module passed to a call the analysis does not follow may come
+  back moved (unknown).
+- Propagation: tensor methods, arithmetic, comparisons and ``torch.*``
+  operations keep the device (a mix takes the device side); a parameter-free
+  layer passes its input's device through; a module's output is where the
+  module is; containers keep their parts; class attributes set in ``__init__``
+  (and helpers it calls) are known in other methods, submodules, parameters and
+  buffers living where the module lives; devices: ``x.device``, ``torch.device``,
+  device strings, ``cuda if available else cpu``, names that say ``device``.
+- Functions of the file: a summary (parameters -> result, parameters that meet
+  a device, modules they move), and their call sites' arguments as context when
+  every use of the function's name is a call a run has seen.
+- Deliberately unknown: other files' functions and classes (what they return,
+  whether they move what they are given), attributes assigned outside
+  ``__init__``, a tensor's number of dimensions (only ``torch.tensor(3.0)``,
+  full reductions and ``t[i]`` may be 0-dim, which is never a finding), aliasing
+  of tensors, ``setattr``/``getattr`` with computed names, lambdas, class bodies.
+
 Functions are interpreted lazily, when something inside them is asked about,
 and at most a few times per file: once with symbolic parameters (its summary),
-once with its call sites' arguments when those say more.
+once with its call sites' arguments when those say more. A file Python cannot
+parse has no facts.
 """
 
 from __future__ import annotations
