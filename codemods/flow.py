@@ -222,6 +222,8 @@ UNKNOWN_PLACES = frozenset({(UNKNOWN, None)})
 UNKNOWN_VALUE = Value(What.UNKNOWN, UNKNOWN_PLACES)
 SCALAR_VALUE = Value(What.SCALAR)
 ARRAY_VALUE = Value(What.ARRAY)  # host memory, but not an operand torch checks devices of
+DTYPE = "<dtype>"
+DTYPE_VALUE = Value(What.SCALAR, ref=DTYPE)  # x.dtype: `.to(x.dtype)` does not move
 NOTHING = Value(What.SCALAR)  # the element of an empty container
 _TENSORISH = (What.TENSOR, What.BATCH, What.UNKNOWN)
 
@@ -1509,6 +1511,8 @@ class _Run:
         if what is What.TENSOR:
             if attr in TENSOR_SAME_ATTRIBUTES:
                 return base
+            if attr == "dtype":
+                return DTYPE_VALUE
             if attr in TENSOR_SCALAR_ATTRIBUTES:
                 return SCALAR_VALUE
             return Value(What.UNKNOWN, base.places)  # a model output's .logits, .last_hidden_state
@@ -1663,6 +1667,10 @@ class _Run:
         return value
 
     def e_joinedstr(self, node: ast.AST, state: dict) -> Value:
+        """``f"cuda:{rank}"`` names a device."""
+        first = node.values[0] if node.values else None
+        if type(first) is ast.Constant and isinstance(first.value, str) and first.value.split(":")[0] in DEVICE_STRINGS:
+            return Value(What.DEVICE, frozenset({(Device(None), None)}))  # named once bound to a name
         return SCALAR_VALUE
 
     def e_lambda(self, node: ast.Lambda, state: dict) -> Value:
@@ -1947,9 +1955,9 @@ class _Run:
             return frozenset((p, node) for p, _ in device.places)
         if type(device.ref) is str and (device.ref in DTYPES or device.ref.startswith("numpy.")):
             return None
-        if device.ref == "<dtype>" or device.what is What.SCALAR:
+        if device.ref == DTYPE:
             return None
-        return frozenset({(UNKNOWN, None)})
+        return frozenset({(UNKNOWN, None)})  # a string or number: a device not known
 
     def builtin_call(self, name: str, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
         first = positional[0] if positional else None

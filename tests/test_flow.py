@@ -100,6 +100,9 @@ WHERE = [
     ("x = torch.zeros(3).to(args.device)\n#^ x", "tensor Device(args.device)"),
     ("x = torch.zeros(3).to(DEVICE)\n#^ x", "tensor Device(DEVICE)"),
     ("x = torch.zeros(3).to(whatever)\n#^ x", "tensor Unknown"),
+    ("device = f'cuda:{rank}'\nx = torch.zeros(3).to(device)\n#^ x", "tensor Device(device)"),
+    ("name = 'cuda:' + str(rank)\nx = torch.zeros(3).to(name)\n#^ x", "tensor Unknown"),
+    ("y = torch.ones(3, device='cuda')\nx = torch.zeros(3).to(y.dtype)\n#^ x", "tensor Host"),
     ("x = torch.zeros(3).type(torch.cuda.FloatTensor)\n#^ x", "tensor Device(None)"),
     ("def f(t):\n    x = torch.tensor(0).type(t.type())\n    return x\n#^ x", "tensor SameAs(t)"),
     # modules
