@@ -133,6 +133,10 @@ def process_text(
         result.error, result.error_is_config = f"{where}: error: with the command-line flags, {exc}", True
     except (SourceError, FixConflictError) as exc:
         result.error = str(exc)
+    except RecursionError:
+        result.error = "code is nested too deeply to analyse"
+    except Exception as exc:  # a bug in a rule must cost one file, not the run
+        result.error = f"internal error, file left unchanged ({type(exc).__name__}: {exc}); please report it"
     return result
 
 

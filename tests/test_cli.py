@@ -323,3 +323,33 @@ def test_findings_without_a_fix_go_to_stderr_in_diff_and_apply(tmp_path, fixdev)
     apply = fixdev("--apply", "m.py", cwd=tmp_path)
     assert apply.stdout.decode().startswith("--- a/m.py\n") and "FDV104" not in apply.stdout.decode()
     assert "m.py:6:5: FDV104" in apply.stderr.decode()
+
+
+def test_a_crashing_rule_costs_one_file_not_the_run(tmp_path):
+    """A bug in a rule (here: one made to raise on a file that has a marker)
+    is one error line for that file; the other files are fixed; exit 2."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a_crash.py").write_text("# CRASH\n" + BUGGY)
+    (tmp_path / "b_fine.py").write_text(BUGGY)
+    driver = (
+        "import sys\n"
+        "from fixdev.codemods.like_factory import LikeFactory\n"
+        "original = LikeFactory.visit_Call\n"
+        "def visit_Call(self, node):\n"
+        "    if self.context.text.startswith('# CRASH'):\n"
+        "        raise KeyError('boom')\n"
+        "    return original(self, node)\n"
+        "LikeFactory.visit_Call = visit_Call\n"
+        "from fixdev.cli import main\n"
+        "sys.argv = ['fixdev', '--apply', '--no-cache', '-j', '1', '.']\n"
+        "main()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert errors == [errors[0]] and errors[0].startswith("a_crash.py: error: internal error") and "KeyError" in errors[0]
+    assert (tmp_path / "b_fine.py").read_text() == FIXED
+    assert (tmp_path / "a_crash.py").read_text() == "# CRASH\n" + BUGGY
