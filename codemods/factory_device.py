@@ -16,6 +16,8 @@ from .analysis import MOVES, TENSOR_METHODS, Kind
 FACTORIES = analysis.TENSOR_FACTORIES - {"torch.from_numpy"}
 SHORT_NAMES = {name.split(".")[-1] for name in FACTORIES}
 MAX_HOPS = 4  # local variables followed from a factory to where it is used
+# Methods that take a tensor from any device: buffer.copy_(cpu_tensor) is legal.
+CROSS_DEVICE_METHODS = frozenset({"copy_"})
 
 
 class FactoryDevice(Rule):
@@ -63,7 +65,8 @@ class FactoryDevice(Rule):
 
     ## When it stays silent
     When `device=` is given; when the result is moved at once (`.to(...)`,
-    `.cuda()`, `.cpu()`, `.type_as(...)`); in `__init__` (see
+    `.cuda()`, `.cpu()`, `.type_as(...)`) or copied into a tensor
+    (`buffer.copy_(...)` takes a tensor from any device); in `__init__` (see
     `constant-buffer`); when the result never meets a device tensor, or where
     the other side lives is not known on every path (both move under the same
     `if args.cuda:`, a function's parameter). When it does but no device is in
@@ -81,6 +84,7 @@ class FactoryDevice(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        n = torch.zeros(3)\n        return n.sum().item() + x.shape[0]\n",
         "import torch\ndef f(x):\n    return x + torch.zeros(3)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x, scale):\n        return torch.ones(3) * scale\n",
+        "import torch, torch.nn as nn\nclass M(nn.Module):\n    def reset(self, x):\n        x.copy_(torch.zeros(3))\n",
     ]
     INVALID = [
         Invalid(
@@ -251,7 +255,7 @@ def _meets_in_call(facts: "analysis.FileAnalysis", arg: cst.Arg) -> tuple[cst.Ba
     if facts.kind(call.func, call) is Kind.MODULE:
         return _MET_A_MODULE, None
     if isinstance(call.func, cst.Attribute):
-        if call.func.attr.value in MOVES:
+        if call.func.attr.value in MOVES or call.func.attr.value in CROSS_DEVICE_METHODS:
             return None, None
         receiver = call.func.value
         if facts.kind(receiver, call) is Kind.DEVICE_TENSOR:
