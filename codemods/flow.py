@@ -365,7 +365,6 @@ DTYPES = _torch(
     "float32 float float16 half bfloat16 float64 double int64 long int32 int int16 short int8 uint8 "
     "bool complex64 cfloat complex128 cdouble"
 )
-DEFAULT_DEVICE_SETTERS = _torch("set_default_device set_default_tensor_type")
 # torch.* that do not combine their tensor arguments into one computation.
 NOT_OPERATIONS = _torch(
     "device load save is_tensor is_storage is_floating_point is_complex is_nonzero numel manual_seed "
@@ -577,7 +576,7 @@ def _constant_number(node: ast.AST) -> bool:
 # ---------------------------------------------------------------------------
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_WALRUS = re.compile(r"([^\W\d]\w*)\s*:=")
+_WALRUS_NAME = re.compile(r"([^\W\d]\w*)\s*\Z")  # the name just before a `:=`
 _DEFAULT_DEVICE_CALL = re.compile(r"\bset_default_(?:device|tensor_type)\s*\(")
 
 
@@ -790,11 +789,16 @@ class _Index:
         comprehension. Found in the text when there is one (an occurrence in
         a string only makes a name local that is not: less known, never wrong)."""
         if source is not None:
-            for match in _WALRUS.finditer(source):
-                start = match.start()
-                line_start = max(source.rfind("\n", 0, start), source.rfind("\r", 0, start)) + 1
-                line = source.count("\n", 0, line_start) + source.count("\r", 0, line_start) - source.count("\r\n", 0, line_start) + 1
-                self._bind_walrus(match.group(1), (line, len(source[line_start:start].encode("utf-8"))))
+            starts = None
+            at = source.find(":=")
+            while at >= 0:
+                match = _WALRUS_NAME.search(source, max(0, at - 200), at)
+                if match is not None:
+                    if starts is None:
+                        starts = [0] + [m.end() for m in _LINE_BREAK.finditer(source)]
+                    line = bisect.bisect_right(starts, match.start()) - 1
+                    self._bind_walrus(match.group(1), (line + 1, len(source[starts[line] : match.start()].encode("utf-8"))))
+                at = source.find(":=", at + 2)
             return
         for node in ast.walk(self.tree):
             if type(node) is ast.NamedExpr and type(node.target) is ast.Name:
@@ -1042,7 +1046,10 @@ def _container(what_of_elements: list[Value], items: tuple, elem: Value) -> Valu
 
 def _settle(value: Value, origin: ast.AST) -> Value:
     """A loader batch's part gets the binding it is first bound to as origin."""
-    if not any(o is PENDING for _, o in value.places):
+    for _, o in value.places:
+        if o is PENDING:
+            break
+    else:
         return value
     places = frozenset((p, origin if o is PENDING else o) for p, o in value.places)
     return value.but(places=places)
@@ -2407,14 +2414,35 @@ _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 # A comment or a string literal (leftmost first, so a `#` in a string is in the string).
 _STRINGS_AND_COMMENTS = re.compile(
     r"#[^\r\n]*"
-    r"|[A-Za-z]{0,2}(?:"
-    r"'{3}(?:\\.|[^\\])*?'{3}"
+    r"|'{3}(?:\\.|[^\\])*?'{3}"
     r'|"{3}(?:\\.|[^\\])*?"{3}'
     r"|'(?:\\.|[^'\\\r\n])*'"
-    r'|"(?:\\.|[^"\\\r\n])*")',
+    r'|"(?:\\.|[^"\\\r\n])*"',
     re.DOTALL,
 )
 _KEYWORD_OR_TARGET = re.compile(r"[ \t]*=(?!=)")
+
+
+def _find_names(text: str, names: set[str]) -> Iterator[tuple[str, int]]:
+    """Where each of ``names`` occurs as a whole identifier: a search per name
+    when there are few (C-speed scanning), one pass over every identifier else."""
+    if len(names) > 40:
+        for match in _IDENTIFIER.finditer(text):
+            if match.group() in names:
+                yield match.group(), match.start()
+        return
+    found = []
+    for name in names:
+        at = text.find(name)
+        while at >= 0:
+            end = at + len(name)
+            before = text[at - 1] if at else " "
+            after = text[end] if end < len(text) else " "
+            if not (before.isalnum() or before == "_" or after.isalnum() or after == "_"):
+                found.append((at, name))
+            at = text.find(name, end)
+    for at, name in sorted(found):
+        yield name, at
 
 
 def _may_name_a_definition(scope: Scope, name: str) -> bool:
@@ -3437,15 +3465,13 @@ class _Mentions:
             literal_starts = [start for start, _ in literals]
             for name in wanted:
                 self.occurrences[name] = []
-            for match in _IDENTIFIER.finditer(text):
-                name = match.group()
-                start = match.start()
-                if name not in wanted or start in headers:
+            for name, start in _find_names(text, wanted):
+                if start in headers:
                     continue
                 i = bisect.bisect_right(literal_starts, start) - 1
                 if i >= 0 and start < literals[i][1]:
                     continue  # in a string or a comment
-                if _KEYWORD_OR_TARGET.match(text, match.end()):
+                if _KEYWORD_OR_TARGET.match(text, start + len(name)):
                     continue
                 dotted = _after_dot(text, start)
                 scope = index.scope_at(flow._position_of(start))
