@@ -2492,6 +2492,7 @@ class FileFlow:
         self._runs = 0
         self._budget = 2 * len(self._index.scopes) + 20
         self._refs: dict[str, Value] = {}
+        self._free_values: dict[tuple, Value] = {}  # a prepass is never in progress when asked
         self._mention_index: _Mentions | None = None
         self._line_starts: list[int] | None = None
         self._spans: dict[ast.stmt, dict] = {}
@@ -2677,6 +2678,13 @@ class FileFlow:
     def _free(self, scope: Scope, name: str) -> Value:
         """A name the scope does not bind: an enclosing function's or the
         module's (as their prepass leaves it), else a builtin."""
+        key = (scope.node, name)
+        value = self._free_values.get(key)
+        if value is None:
+            value = self._free_values[key] = self._free_value(scope, name)
+        return value
+
+    def _free_value(self, scope: Scope, name: str) -> Value:
         outer = scope.outer
         while outer is not None:
             if name in outer.locals:
