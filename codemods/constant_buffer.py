@@ -9,6 +9,7 @@ from fixdev.rule import Invalid, Option, Rule
 
 from . import analysis
 from .analysis import TENSOR_FACTORIES, TENSOR_METHODS
+from .flow import What
 
 
 class ConstantBuffer(Rule):
@@ -17,7 +18,12 @@ class ConstantBuffer(Rule):
     In an `nn.Module`'s `__init__`, after `super().__init__()`, rewrites
     `self.NAME = <tensor>` (a torch factory or `torch.tensor(...)`, possibly
     followed by tensor methods such as `.view` or `.unsqueeze`) to
-    `self.register_buffer("NAME", <tensor>, persistent=False)`.
+    `self.register_buffer("NAME", <tensor>, persistent=False)`. The same for
+    such tensors set in a method `__init__` calls (`self.init_states(x)`),
+    and for `self.NAME = None` when every other statement that sets NAME sets
+    a tensor (a cached mask filled in `forward`): it becomes
+    `self.register_buffer("NAME", None, persistent=False)`, and the later
+    assignments fill the buffer, which then follows `.to(device)`.
 
     ## Why is this bad?
     A tensor stored as a plain attribute is invisible to `model.to(device)` and
@@ -47,8 +53,10 @@ class ConstantBuffer(Rule):
     `.double()` casts of the module, as parameters do.
 
     ## When it stays silent
-    When `NAME` is assigned anywhere else in the class (a buffer cannot later
-    take a float or an `nn.Parameter`); when the assignment comes before
+    When `NAME` is set anywhere else in the class to anything that is not
+    known to be a tensor or `None` (a buffer cannot later take a float or an
+    `nn.Parameter`), or by an augmented, annotated or unpacking assignment or
+    `setattr`; when `NAME` is only ever `None`; when the assignment comes before
     `super().__init__()` (or there is no such call); when the class is not a
     module (a `Dataset` has no `register_buffer`); when the tensor has
     `requires_grad=True` (it was probably meant as a parameter).
@@ -57,7 +65,7 @@ class ConstantBuffer(Rule):
     code = "FDV103"
     name = "constant-buffer"
     message = "Tensor stored as a plain attribute does not follow `.to(device)`; register it as a buffer"
-    trigger = ("__init__", r"self\.\w+\s*=\s*[\w.]*" + analysis.FACTORY_CALL)
+    trigger = ("__init__", r"self\.\w+\s*=\s*(?:None\b|[\w.]*" + analysis.FACTORY_CALL + ")")
     options = {"persistent": Option(bool, False, "Save the new buffers in state dicts (changes their keys).")}
 
     VALID = [
@@ -66,9 +74,22 @@ class ConstantBuffer(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        self.c = torch.ones(3)\n        super().__init__()\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3)\n    def reset(self):\n        self.c = 1.0\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3, requires_grad=True)\n",
+        "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.cache = None\n    def forward(self, x):\n        self.cache = compute(x)\n        return x\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.n = n\n        self.c = compute(n)\n",
     ]
     INVALID = [
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.mask = None\n"
+            "    def forward(self, x):\n        if self.mask is None:\n            self.mask = torch.triu(torch.ones(3, 3), 1)\n        return x @ self.mask\n",
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.register_buffer(\"mask\", None, persistent=False)\n"
+            "    def forward(self, x):\n        if self.mask is None:\n            self.mask = torch.triu(torch.ones(3, 3), 1)\n        return x @ self.mask\n",
+        ),
+        Invalid(
+            "import torch, torch.nn as nn\nclass Cell(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.init_states(n)\n"
+            "    def init_states(self, n):\n        self.h = torch.zeros(1, n)\n    def forward(self, x):\n        self.h = (x + self.h).detach()\n        return self.h\n",
+            "import torch, torch.nn as nn\nclass Cell(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.init_states(n)\n"
+            "    def init_states(self, n):\n        self.register_buffer(\"h\", torch.zeros(1, n), persistent=False)\n    def forward(self, x):\n        self.h = (x + self.h).detach()\n        return self.h\n",
+        ),
         Invalid(
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.scale = torch.tensor([1.0, 2.0])\n",
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.register_buffer(\"scale\", torch.tensor([1.0, 2.0]), persistent=False)\n",
@@ -93,16 +114,55 @@ class ConstantBuffer(Rule):
         super_end = self._super_init_end(init)
         if super_end is None:
             return
-        assigned = _assignment_counts(node)
-        for statement in m.findall(init.body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))])):
-            if facts.start(statement) < super_end or facts.enclosing(statement, cst.FunctionDef) is not init:
+        assignments = _assignments(node)
+        in_init = {name for name, found in assignments.items() if any(facts.enclosing(a, cst.FunctionDef) is init for a in found)}
+        for method in (init, *self._helpers_of_init(node, init, super_end)):
+            for statement in _own_self_assignments(facts, method):
+                if method is init and facts.start(statement) < super_end:
+                    continue
+                name = statement.targets[0].target.attr.value
+                if method is not init and name in in_init:
+                    continue  # __init__'s own assignment is the one to register
+                if self._stays_a_tensor(statement, assignments.get(name, [])):
+                    persistent = "" if self.settings["persistent"] else ", persistent=False"
+                    replacement = f'self.register_buffer("{name}", {self.code_of(statement.value)}{persistent})'
+                    self.report(statement, fix=[self.replace(statement, replacement)], fix_message=f"Register `{name}` as a buffer")
+
+    def _stays_a_tensor(self, statement: cst.Assign, assignments: list) -> bool:
+        """``self.NAME = <constant tensor or None>`` where every other statement
+        that sets NAME sets it to a tensor (or None): a buffer takes those,
+        and nothing else (a float, an ``nn.Parameter``) ever comes."""
+        value = statement.value
+        is_none = m.matches(value, m.Name("None"))
+        if not (is_none or self._is_constant_tensor(value)):
+            return False
+        others = [a for a in assignments if a is not statement]
+        if any(not isinstance(a, cst.Assign) for a in others):
+            return False  # augmented, annotated, unpacked or setattr: not read
+        values = [a.value for a in others]
+        if not all(m.matches(v, m.Name("None")) or self._is_constant_tensor(v) or self._flow_says_tensor(v) for v in values):
+            return False
+        return not is_none or any(not m.matches(v, m.Name("None")) for v in values)
+
+    def _flow_says_tensor(self, value: cst.BaseExpression) -> bool:
+        flow = analysis.flow_of(self)
+        node = flow.node_at(*self.span(value))
+        return node is not None and flow.what(node) is What.TENSOR
+
+    def _helpers_of_init(self, cls: cst.ClassDef, init: cst.FunctionDef, super_end: int) -> list[cst.FunctionDef]:
+        """Methods ``__init__`` calls as statements (``self.init_states(x)``)
+        after ``super().__init__()``: what they set, ``__init__`` sets."""
+        facts = analysis.of(self)
+        methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef) and not s.decorators}
+        called = []
+        for statement in init.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine) or facts.start(statement) < super_end:
                 continue
-            name = statement.targets[0].target.attr.value
-            if assigned.get(name, 0) != 1 or not self._is_constant_tensor(statement.value):
-                continue
-            persistent = "" if self.settings["persistent"] else ", persistent=False"
-            replacement = f'self.register_buffer("{name}", {self.code_of(statement.value)}{persistent})'
-            self.report(statement, fix=[self.replace(statement, replacement)], fix_message=f"Register `{name}` as a buffer")
+            for small in statement.body:
+                call = small.value if isinstance(small, cst.Expr) else None
+                if m.matches(call, m.Call(func=m.Attribute(value=m.Name("self")))) and call.func.attr.value in methods:
+                    called.append(methods[call.func.attr.value])
+        return [method for method in called if method is not init]
 
     def _super_init_end(self, init: cst.FunctionDef) -> int | None:
         """End offset of ``super().__init__(...)`` (or ``Base.__init__(self, ...)``)."""
@@ -124,17 +184,25 @@ class ConstantBuffer(Rule):
         return grad is None or m.matches(grad.value, m.Name("False"))
 
 
-def _assignment_counts(cls: cst.ClassDef) -> dict[str, int]:
-    """How many statements in the class assign ``self.NAME``, per NAME."""
-    counts: dict[str, int] = {}
+def _own_self_assignments(facts: "analysis.FileAnalysis", method: cst.FunctionDef) -> list[cst.Assign]:
+    """``self.NAME = value`` statements of ``method`` itself (not of functions
+    nested in it), one target each."""
+    found = m.findall(method.body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))]))
+    return [a for a in found if facts.enclosing(a, cst.FunctionDef) is method]
+
+
+def _assignments(cls: cst.ClassDef) -> dict[str, list[cst.CSTNode]]:
+    """Every statement in the class that sets ``self.NAME``, per NAME: plain
+    assignments, and augmented, annotated or unpacking ones and ``setattr``."""
+    found: dict[str, list[cst.CSTNode]] = {}
     self_attr = m.Attribute(value=m.Name("self"))
     for node in m.findall(cls.body, m.Assign() | m.AugAssign() | m.AnnAssign()):
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        plain = isinstance(node, cst.Assign) and len(targets) == 1 and m.matches(targets[0], self_attr)
         for target in targets:
             for attribute in m.findall(target, self_attr) if not m.matches(target, self_attr) else [target]:
-                counts[attribute.attr.value] = counts.get(attribute.attr.value, 0) + 1
+                found.setdefault(attribute.attr.value, []).append(node if plain else cst.Pass())
     for call in m.findall(cls.body, m.Call(func=m.Name("setattr"))):
         if len(call.args) >= 2 and isinstance(call.args[1].value, cst.SimpleString):
-            name = call.args[1].value.evaluated_value
-            counts[name] = counts.get(name, 0) + 2  # never rewrite what setattr also sets
-    return counts
+            found.setdefault(call.args[1].value.evaluated_value, []).append(cst.Pass())  # never rewrite what setattr also sets
+    return found

@@ -8,6 +8,7 @@ import libcst.matchers as m
 from fixdev.rule import Invalid, Rule
 
 from . import analysis
+from .flow import What
 
 CONVERSIONS = frozenset({"to", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool"})
 
@@ -16,8 +17,10 @@ class DiscardedTo(Rule):
     """
     ## What it does
     Finds statements such as `x.to(device)`, `x.cpu()` or `x.half()` whose
-    result is thrown away, where `x` is known to be a tensor, and assigns the
-    result back: `x = x.to(device)`.
+    result is thrown away, where `x` is known to be a tensor (made by a torch
+    function or tensor method, a loader batch, or anything the device-flow
+    analysis shows holds a tensor on every path), and assigns the result
+    back: `x = x.to(device)`.
 
     ## Why is this bad?
     `Tensor.to` and its relatives return a new tensor and leave `x` as it was,
@@ -70,6 +73,10 @@ class DiscardedTo(Rule):
         ),
         Invalid("def f(x):\n    x.half()\n    return x.shape\n", "def f(x):\n    x = x.half()\n    return x.shape\n"),
         Invalid(
+            "def prepare(surface, images, device):\n    surface_valid = surface.expand_as(images)\n    surface_valid.to(device)\n    return surface_valid\n",
+            "def prepare(surface, images, device):\n    surface_valid = surface.expand_as(images)\n    surface_valid = surface_valid.to(device)\n    return surface_valid\n",
+        ),
+        Invalid(
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3)\n    def move(self, device):\n        self.c.to(device)\n",
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3)\n    def move(self, device):\n        self.c = self.c.to(device)\n",
         ),
@@ -85,7 +92,15 @@ class DiscardedTo(Rule):
         if not analysis.is_name_chain(receiver):
             return
         facts = analysis.of(self)
-        if not facts.kind(receiver, call).is_tensor or facts.is_parameter(receiver, call):
+        if facts.is_parameter(receiver, call) or not (facts.kind(receiver, call).is_tensor or self._flow_says_tensor(receiver)):
             return
         target = self.code_of(receiver)
         self.report(call, fix=[self.insert(self.span(call)[0], f"{target} = ")], fix_message=f"Assign the result back to `{target}`")
+
+    def _flow_says_tensor(self, receiver: cst.BaseExpression) -> bool:
+        """The device flow knows the receiver holds a tensor on every path
+        there (``y = x.expand_as(z)``, a loader batch, a function of the file
+        that returns one)."""
+        flow = analysis.flow_of(self)
+        node = flow.node_at(*self.span(receiver))
+        return node is not None and flow.what(node) is What.TENSOR
