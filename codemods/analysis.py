@@ -266,7 +266,21 @@ class FileAnalysis:
                         local_names.add(cls.name.value)
                         changed = True
                         break
-        return found
+        return found | {cls for cls in classes if cls not in found and self._behaves_like_a_module(cls)}
+
+    def _behaves_like_a_module(self, cls: cst.ClassDef) -> bool:
+        """A class derived from a class of another file (``class Net(BaseModel)``)
+        is taken for a module only when it acts as one on its own: it defines
+        ``forward`` and its ``__init__`` stores a ``torch.nn`` layer on ``self``."""
+        if not cls.bases or not all(self.qnames(base.value) for base in cls.bases):
+            return False  # no base, or one this file defines or cannot trace to an import
+        methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+        if "forward" not in methods or "__init__" not in methods:
+            return False
+        for assign in m.findall(methods["__init__"].body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))])):
+            if isinstance(assign.value, cst.Call) and any(self._is_module_base(n) for n in self.qnames(assign.value.func)):
+                return True
+        return False
 
     @staticmethod
     def _is_module_base(name: str) -> bool:

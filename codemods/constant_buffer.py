@@ -56,9 +56,11 @@ class ConstantBuffer(Rule):
     When `NAME` is set anywhere else in the class to anything that is not
     known to be a tensor or `None` (a buffer cannot later take a float or an
     `nn.Parameter`), or by an augmented, annotated or unpacking assignment or
-    `setattr`; when `NAME` is only ever `None`; when the assignment comes before
-    `super().__init__()` (or there is no such call); when the class is not a
-    module (a `Dataset` has no `register_buffer`); when the tensor has
+    `setattr`; when the class is not known to be a module (a class derived
+    from another file's class counts only when it defines `forward` and its
+    `__init__` stores a `torch.nn` layer on `self`); when `NAME` is only ever `None`; when the assignment comes before
+    `super().__init__()` (or there is no such call); when the class is a
+    `Dataset` or another non-module (it has no `register_buffer`); when the tensor has
     `requires_grad=True` (it was probably meant as a parameter).
     """
 
@@ -75,6 +77,7 @@ class ConstantBuffer(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3)\n    def reset(self):\n        self.c = 1.0\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3, requires_grad=True)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.cache = None\n    def forward(self, x):\n        self.cache = compute(x)\n        return x\n",
+        "import torch, torch.nn as nn\nfrom base import Base\nclass M(Base):\n    def __init__(self):\n        super().__init__()\n        self.scale = torch.ones(3)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.n = n\n        self.c = compute(n)\n",
     ]
     INVALID = [
@@ -83,6 +86,12 @@ class ConstantBuffer(Rule):
             "    def forward(self, x):\n        if self.mask is None:\n            self.mask = torch.triu(torch.ones(3, 3), 1)\n        return x @ self.mask\n",
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.register_buffer(\"mask\", None, persistent=False)\n"
             "    def forward(self, x):\n        if self.mask is None:\n            self.mask = torch.triu(torch.ones(3, 3), 1)\n        return x @ self.mask\n",
+        ),
+        Invalid(
+            "import torch, torch.nn as nn\nfrom base import BaseModel\nclass Net(BaseModel):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(3, 3)\n        self.scale = torch.ones(3)\n    def forward(self, x):\n        return self.fc(x) * self.scale\n",
+            "import torch, torch.nn as nn\nfrom base import BaseModel\nclass Net(BaseModel):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = nn.Linear(3, 3)\n        self.register_buffer(\"scale\", torch.ones(3), persistent=False)\n    def forward(self, x):\n        return self.fc(x) * self.scale\n",
         ),
         Invalid(
             "import torch, torch.nn as nn\nclass Cell(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.init_states(n)\n"
