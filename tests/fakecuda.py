@@ -62,7 +62,7 @@ def load_guard() -> None:
     global _guard_loaded
     if _guard_loaded:
         return
-    from torch.utils.cpp_extension import load_inline
+    from torch.utils.cpp_extension import load
 
     try:  # the PyPI ninja may live beside this Python rather than on PATH
         import ninja
@@ -70,7 +70,13 @@ def load_guard() -> None:
         os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
     except (ImportError, AttributeError):
         pass
-    load_inline(name="fixdev_noop_cuda_guard", cpp_sources=[GUARD_SOURCE], build_directory=str(cache_dir()), is_python_module=False, verbose=False)
+    # load() of a .cpp file, not load_inline(): load_inline prepends
+    # torch/extension.h, whose headers take most of a cold build (~45 s → ~10 s)
+    folder = cache_dir()
+    source = folder / "noop_cuda_guard.cpp"
+    if not source.is_file() or source.read_text() != GUARD_SOURCE:
+        source.write_text(GUARD_SOURCE)
+    load(name="fixdev_noop_cuda_guard_v2", sources=[str(source)], build_directory=str(folder), is_python_module=False, verbose=False)
     _guard_loaded = True
 
 
