@@ -11,6 +11,9 @@ from . import analysis
 from .analysis import TENSOR_FACTORIES, TENSOR_METHODS
 from .flow import What
 
+# Values a buffer must not stand in for: they register themselves (and move).
+NOT_PLAIN_TENSORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
+
 
 class ConstantBuffer(Rule):
     """
@@ -78,6 +81,7 @@ class ConstantBuffer(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3, requires_grad=True)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.cache = None\n    def forward(self, x):\n        self.cache = compute(x)\n        return x\n",
         "import torch, torch.nn as nn\nfrom base import Base\nclass M(Base):\n    def __init__(self):\n        super().__init__()\n        self.scale = torch.ones(3)\n",
+        "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, bias):\n        super().__init__()\n        if bias:\n            self.b = nn.Parameter(torch.zeros(3))\n        else:\n            self.b = None\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.n = n\n        self.c = compute(n)\n",
     ]
     INVALID = [
@@ -149,6 +153,8 @@ class ConstantBuffer(Rule):
         if any(not isinstance(a, cst.Assign) for a in others):
             return False  # augmented, annotated, unpacked or setattr: not read
         values = [a.value for a in others]
+        if any(isinstance(v, cst.Call) and self.qualified_names(v.func) & NOT_PLAIN_TENSORS for v in values):
+            return False  # an optional nn.Parameter: None stands for "no parameter", not a device bug
         if not all(m.matches(v, m.Name("None")) or self._is_constant_tensor(v) or self._flow_says_tensor(v) for v in values):
             return False
         return not is_none or any(not m.matches(v, m.Name("None")) for v in values)
