@@ -24,7 +24,8 @@ class ConstantBuffer(Rule):
     `self.register_buffer("NAME", <tensor>, persistent=False)`. The same for
     such tensors set in a method `__init__` calls (`self.init_states(x)`),
     and for `self.NAME = None` when every other statement that sets NAME sets
-    a tensor (a cached mask filled in `forward`): it becomes
+    a tensor and `forward` reads it (a cached mask filled in `forward`): it
+    becomes
     `self.register_buffer("NAME", None, persistent=False)`, and the later
     assignments fill the buffer, which then follows `.to(device)`.
 
@@ -61,10 +62,12 @@ class ConstantBuffer(Rule):
     `nn.Parameter`), or by an augmented, annotated or unpacking assignment or
     `setattr`; when the class is not known to be a module (a class derived
     from another file's class counts only when it defines `forward` and its
-    `__init__` stores a `torch.nn` layer on `self`); when `NAME` is only ever `None`; when the assignment comes before
+    `__init__` stores a `torch.nn` layer on `self`); when `NAME` is only ever
+    `None`, or is a `None` placeholder that `forward` never reads (a wrapper's
+    bookkeeping need not move); when the assignment comes before
     `super().__init__()` (or there is no such call); when the class is a
-    `Dataset` or another non-module (it has no `register_buffer`); when the tensor has
-    `requires_grad=True` (it was probably meant as a parameter).
+    `Dataset` or another non-module (it has no `register_buffer`); when the
+    tensor has `requires_grad=True` (it was probably meant as a parameter).
     """
 
     code = "FDV103"
@@ -136,7 +139,9 @@ class ConstantBuffer(Rule):
                 name = statement.targets[0].target.attr.value
                 if method is not init and name in in_init:
                     continue  # __init__'s own assignment is the one to register
-                if self._stays_a_tensor(statement, assignments.get(name, [])):
+                if self._stays_a_tensor(statement, assignments.get(name, [])) and (
+                    not m.matches(statement.value, m.Name("None")) or _forward_reads(node, name)
+                ):
                     persistent = "" if self.settings["persistent"] else ", persistent=False"
                     replacement = f'self.register_buffer("{name}", {self.code_of(statement.value)}{persistent})'
                     self.report(statement, fix=[self.replace(statement, replacement)], fix_message=f"Register `{name}` as a buffer")
@@ -197,6 +202,15 @@ class ConstantBuffer(Rule):
             return False
         grad = analysis.keyword(value, "requires_grad")
         return grad is None or m.matches(grad.value, m.Name("False"))
+
+
+def _forward_reads(cls: cst.ClassDef, name: str) -> bool:
+    """``forward`` reads ``self.NAME``: a tensor cached there for the
+    computation must follow the module's device (one kept for other uses,
+    such as a wrapper's bookkeeping, need not, so a None placeholder for it is
+    left alone)."""
+    forward = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)
+    return forward is not None and bool(m.findall(forward.body, m.Attribute(value=m.Name("self"), attr=m.Name(name))))
 
 
 def _own_self_assignments(facts: "analysis.FileAnalysis", method: cst.FunctionDef) -> list[cst.Assign]:
