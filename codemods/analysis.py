@@ -18,6 +18,7 @@ import libcst.matchers as m
 from fixdev.rule import CharSpanProvider, Edit, dotted
 
 from . import placement
+from .flow import LIGHTNING_MODULES
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext
@@ -82,16 +83,6 @@ MODULE_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfl
 TENSOR_EVIDENCE = frozenset({"shape", "device", "dtype", "size", "dim", "ndim", "numel", "grad"}) | (TENSOR_METHODS - MODULE_METHODS)
 MOVES = frozenset({"to", "cuda", "cpu", "type_as"})
 NON_TENSOR_METHODS = frozenset({"size", "dim", "item", "tolist", "numel", "numpy", "ndimension", "element_size"})
-LIGHTNING_MODULES = frozenset(
-    {
-        "pytorch_lightning.LightningModule",
-        "pytorch_lightning.core.LightningModule",
-        "pytorch_lightning.core.module.LightningModule",
-        "lightning.LightningModule",
-        "lightning.pytorch.LightningModule",
-        "lightning.pytorch.core.module.LightningModule",
-    }
-)
 NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter", "torch.nn.UninitializedBuffer"})
 PARAMETER_TYPES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
