@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import re
 
 import libcst as cst
 
@@ -15,7 +14,6 @@ from . import analysis, placement
 # the move would now fail, so such values are reported, not moved.
 HOST_READS = frozenset({"numpy"})
 NUMPY_MODULES = ("np", "numpy")
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class UnmovedInput(Rule):
@@ -145,31 +143,23 @@ class UnmovedInput(Rule):
         names = sorted(names, key=lambda name: min(_positions(statement, name)))  # as the target reads
         if any(_read_on_host(flow, body_node, names) for body_node in _later(flow, statement, kind)):
             return None
-        if kind == "loop":
-            first = statement.body[0]
-            if first.lineno == statement.lineno:
-                return None  # for x in loader: f(x)
-            anchor = first
-        else:
-            anchor = statement
         facts = analysis.of(self)
-        cst_anchor = facts.statement_at(flow.span(anchor)[0])
-        if cst_anchor is None or not placement.expression_bound_at(facts, device, cst_anchor):
+        bound = facts.statement_at(flow.span(statement)[0])  # the loop or the assignment line
+        if bound is None:
+            return None
+        if kind == "loop":
+            if not isinstance(bound.body, cst.IndentedBlock):
+                return None  # for x in loader: f(x)
+            block, index, anchor = bound.body, 0, bound.body.body[0]
+        else:
+            block = facts.parent(bound)
+            if not isinstance(block, (cst.Module, cst.IndentedBlock)):
+                return None
+            block, index, anchor = block, block.body.index(bound) + 1, bound
+        if not placement.expression_bound_at(facts, device, anchor):
             return None
         line = f"{', '.join(names)} = {', '.join(f'{name}.to({device})' for name in names)}"
-        text = self.context.text
-        start = flow.span(anchor)[0]
-        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
-        indent = text[line_start:start]
-        newline = self.context.module.default_newline
-        if kind == "loop":
-            edit = self.insert(line_start, indent + line + newline)
-        else:
-            match = _LINE_BREAK.search(text, flow.span(statement)[1])
-            if match is None:
-                edit = self.insert(len(text), newline + indent + line)
-            else:
-                edit = self.insert(match.end(), indent + line + newline)
+        edit = placement.lines_before(self, block, index, [line])
         return (edit,), f"Move {', '.join(f'`{n}`' for n in names)} to `{device}`"
 
 
