@@ -297,7 +297,7 @@ def test_help_says_where_configuration_lives_and_what_exit_codes_mean(fixdev):
     text = " ".join(fixdev("--help").stdout.decode().split())
     assert "[tool.fixdev] in the nearest pyproject.toml" in text
     for code in ("0 ", "1 ", "2 "):
-        assert f"Exit codes: " in text and code in text.split("Exit codes:")[1]
+        assert "Exit codes: " in text and code in text.split("Exit codes:")[1]
 
 
 @pytest.mark.parametrize("mode", ["--check", "--diff", "--apply"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from pathlib import Path
 
 import libcst as cst
 import pytest
