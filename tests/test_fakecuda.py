@@ -113,6 +113,8 @@ def test_fix_is_proved_by_running_it(rule, case, spec):
         check_checkpoint(before, after, spec)
     elif kind == "function":
         check_function(before, after, spec)
+    elif kind == "cache":
+        check_cache(before, after, spec)
     else:
         pytest.fail(f"unknown kind {kind!r} in {rule}/run.toml")
 
@@ -128,6 +130,20 @@ def check_module(before, after, spec):
     if not spec.get("dtype_may_change"):
         assert actual.dtype == expected.dtype
     torch.testing.assert_close(actual.to(expected.dtype), expected)
+
+
+def check_cache(before, after, spec):
+    """A module that caches a tensor on its first forward: run once on the
+    CPU, then move it to the GPU and run again. Before the fix the cached
+    tensor stayed behind; after it, it moved with the module."""
+    for module, should_fail in ((before, True), (after, False)):
+        model = build(module, spec)
+        forward(model, spec, inputs(spec))  # fills the cache on the CPU
+        if should_fail:
+            with pytest.raises(RuntimeError, match=MISMATCH):
+                run_on_fake_gpu(model, spec)
+        else:
+            assert run_on_fake_gpu(model, spec).type == "cuda"
 
 
 def check_state_dict_compatible(before, after, spec):
