@@ -614,7 +614,7 @@ class FileAnalysis:
         if torch is not None and placement.bound_when_run(self, torch.statement, node) and (func is None or not placement.binds(func, torch.alias)):
             return f"{torch.alias}.{name}", []
         called = node.func.value if isinstance(node.func, cst.Name) else None
-        scope = self.enclosing(node, cst.FunctionDef)
+        scope = func
         while called is not None:
             for statement in placement.own_statements(scope.body if scope is not None else self.module):
                 if isinstance(statement, cst.ImportFrom) and dotted(statement.module) == "torch" and not statement.relative and not isinstance(statement.names, cst.ImportStar):

@@ -136,13 +136,21 @@ class FactoryDevice(Rule):
                         continue  # x = torch.zeros(n); x.cuda(): cuda-call's fix moves it
                 done.add(id(call))
                 statement = facts.statement_of(call)
-                devices = [d for d in (sink.device, flow.device_at(origin)) if d]
-                device = next((d for d in devices if statement is not None and placement.expression_bound_at(facts, d, statement)), None)
+                device = self._bound_device(facts, statement, sink.device)
+                if device is None:  # asked only now: it may interpret the function again
+                    device = self._bound_device(facts, statement, flow.device_at(origin))
                 if device is None:
                     self.report(call, "Tensor made on the CPU meets a tensor on a device, and no device is in reach for `device=`")
                     continue
                 new_call = analysis.with_keyword_argument(call, "device", device)
                 self.report(call, fix=[self.replace(call, new_call)], fix_message=f"Add `device={device}`")
+
+    @staticmethod
+    def _bound_device(facts: "analysis.FileAnalysis", statement: cst.CSTNode | None, device: str | None) -> str | None:
+        """``device`` when every name it reads is bound where ``statement`` runs."""
+        if device is None or statement is None or not placement.expression_bound_at(facts, device, statement):
+            return None
+        return device
 
     def _is_bare_factory(self, node: cst.Call) -> bool:
         if analysis.last_name(node.func) not in SHORT_NAMES or analysis.keyword(node, "device") is not None:

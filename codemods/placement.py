@@ -228,12 +228,11 @@ def binds(scope: cst.CSTNode, name: str) -> bool:
 
 
 def _declared_global_anywhere(facts: "FileAnalysis", name: str) -> bool:
-    cache = facts.shared.setdefault("global_declarations", None)
-    if cache is None:
-        cache = facts.shared["global_declarations"] = {
+    if "global_declarations" not in facts.shared:
+        facts.shared["global_declarations"] = {
             item.name.value for node in facts.index_order() if isinstance(node, cst.Global) for item in node.names
         }
-    return name in cache
+    return name in facts.shared["global_declarations"]
 
 
 def _sole_device_binding(facts: "FileAnalysis", scope: cst.CSTNode, use: cst.CSTNode, module_scope: bool) -> str | None:

@@ -141,7 +141,7 @@ class UnmovedInput(Rule):
             return None
         (device,) = devices
         names = sorted(names, key=lambda name: min(_positions(statement, name)))  # as the target reads
-        if any(_read_on_host(flow, body_node, names) for body_node in _later(flow, statement, kind)):
+        if _read_on_host_later(flow, statement, kind, names):
             return None
         facts = analysis.of(self)
         bound = facts.statement_at(flow.span(statement)[0])  # the loop or the assignment line
@@ -255,32 +255,29 @@ def _parent_statement(flow, node: ast.AST) -> ast.stmt | None:
     return current
 
 
-def _later(flow, statement: ast.stmt, kind: str):
-    """The code that runs after the move, in the statement's function (or module)."""
-    if kind == "loop":
-        yield from statement.body
-        return
-    parents = analysis.ast_parents(flow)
-    scope = parents.get(statement)
-    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-        scope = parents.get(scope)
-    for node in ast.walk(scope) if scope is not None else ():
-        if isinstance(node, ast.stmt) and (node.lineno, node.col_offset) > (statement.lineno, statement.col_offset):
-            yield node
-
-
-def _read_on_host(flow, node: ast.AST, names: list[str]) -> bool:
-    """``x.numpy()`` or ``np.f(x)`` for a moved ``x`` (a name or ``batch["key"]``)."""
+def _read_on_host_later(flow, statement: ast.stmt, kind: str, names: list[str]) -> bool:
+    """``x.numpy()`` or ``np.f(x)`` for a moved ``x`` (a name or
+    ``batch["key"]``) in the code that runs after the move: the loop's body,
+    or what follows the assignment in its function (or module)."""
     moved = {ast.dump(ast.parse(name, mode="eval").body) for name in names}
-    for sub in ast.walk(node):
-        if not isinstance(sub, ast.Call):
-            continue
-        func = sub.func
-        if isinstance(func, ast.Attribute) and func.attr in HOST_READS and ast.dump(func.value) in moved:
-            return True
-        root = func
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if isinstance(root, ast.Name) and root.id in NUMPY_MODULES and any(ast.dump(a) in moved for a in sub.args):
-            return True
+    if kind == "loop":
+        roots, after = statement.body, (0, 0)
+    else:
+        parents = analysis.ast_parents(flow)
+        scope = parents.get(statement)
+        while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            scope = parents.get(scope)
+        roots, after = [scope if scope is not None else flow.tree], (statement.end_lineno, statement.end_col_offset)
+    for root in roots:
+        for sub in ast.walk(root):
+            if not isinstance(sub, ast.Call) or (sub.lineno, sub.col_offset) < after:
+                continue
+            func = sub.func
+            if isinstance(func, ast.Attribute) and func.attr in HOST_READS and ast.dump(func.value) in moved:
+                return True
+            root_name = func
+            while isinstance(root_name, ast.Attribute):
+                root_name = root_name.value
+            if isinstance(root_name, ast.Name) and root_name.id in NUMPY_MODULES and any(ast.dump(a) in moved for a in sub.args):
+                return True
     return False
