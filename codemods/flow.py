@@ -18,8 +18,8 @@ The query API, all on ``FileFlow(text_or_tree)``:
   values that live nowhere (numbers, strings, modules of code).
 - ``value(node) -> Value``: both, with parts and flags.
 - ``sinks() -> list[Sink]``: where a host value meets a device (or a device
-  tensor reaches ``.numpy()``), each naming the value, its origins and the device
-  to move it to.
+  tensor reaches ``.numpy()``, or indexes a host tensor), each naming the value,
+  its origins and the device to move it to.
 - ``device_at(node) -> str | None``: the device a fix at ``node`` should use
   (issue 11 item 5's order).
 - ``node_at(start, end)`` / ``span(node)``: between ast nodes and character
@@ -994,9 +994,11 @@ class Sink:
     ``"module-on-host"`` (a module never moved fed a device tensor),
     ``"operand"`` (a host value combined with a device tensor by an operator,
     comparison, ``torch.*`` function or tensor method), ``"numpy"`` (a value that
-    may live on a device reaches ``.numpy()`` / ``np.array``). ``node``: the call
-    or operation. ``value``: the expression on the wrong side (on the host; for
-    ``"numpy"``, the one that may be on a device). ``origins``: where that value
+    may live on a device reaches ``.numpy()`` / ``np.array``), ``"index"`` (a
+    host tensor read by an index tensor on a device: ``other`` is that index).
+    ``node``: the call, operation or subscript. ``value``: the expression on
+    the wrong side (on the host; for ``"numpy"``, the one that may be on a
+    device). ``origins``: where that value
     was made or bound (a factory call, a loader loop's target, a ``from_numpy``
     call, a parameter, the model's constructor call): where a fix goes.
     ``other``: the module, operand or input on the device. ``device``: source
@@ -1580,6 +1582,8 @@ class _Run:
             return UNKNOWN_VALUE if elem is NOTHING else elem
         if what is What.TENSOR:
             index = node.slice
+            if self.record:
+                self._index_meets(container, node, index_value, state)
             # t[i] may be 0-dim (t[0] of a 1-dim tensor), which combines legally
             single = type(index) is not ast.Slice and type(index) is not ast.Tuple and index_value.what is What.SCALAR
             return container.but(flags=(container.flags & ~(ZERO_DIM | FOLLOWS_MODULE)) | (ZERO_DIM if single else 0))
@@ -1588,6 +1592,25 @@ class _Run:
         if what is What.UNKNOWN and container.places and container.places != UNKNOWN_PLACES and container.ref is None:
             return Value(What.UNKNOWN, container.places)
         return UNKNOWN_VALUE
+
+    def _index_meets(self, container: Value, node: ast.Subscript, index_value: Value, state: dict) -> None:
+        """``host[device_index]``: reading by index checks that every index
+        tensor is on the CPU or on the indexed tensor's device. Legal, so
+        silent: a device tensor indexed by host indices, a 0-dim integer index
+        (read as a number), and assignments (``host[device_index] = v`` moves
+        the indices)."""
+        index = node.slice
+        if type(index) is ast.Tuple:
+            if not isinstance(index_value.parts, Parts) or any(type(e) is ast.Starred for e in index.elts):
+                return
+            parts = dict(index_value.parts.items)
+            elements = [(element, parts.get(i)) for i, element in enumerate(index.elts)]
+        else:
+            elements = [(index, index_value)]
+        for element, value in elements:
+            if value is not None and value.what is What.TENSOR and not value.flags & ZERO_DIM and _apart(container, value):
+                self._sink("index", node, node.value, container, element, value, state)
+                return
 
     def e_starred(self, node: ast.Starred, state: dict) -> Value:
         return self.ev(node.value, state)

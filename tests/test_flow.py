@@ -533,6 +533,14 @@ SINKS = [
     ),
     # host index into a device tensor is legal
     ("x = torch.zeros(3, device='cuda')\nidx = torch.arange(2)\ny = x[idx]\n", []),
+    # a host tensor read by a device index (or mask) fails; a 0-dim index is read as a number; writing moves the indices
+    ("x = torch.zeros(3)\nidx = torch.arange(2, device='cuda')\ny = x[idx]\n", ["index x from torch.zeros(3) -> \"cuda\""]),
+    ("x = torch.zeros(3, 2)\nmask = torch.ones(3, device='cuda') > 0\ny = x[mask, 1:]\n", ["index x from torch.zeros(3, 2) -> \"cuda\""]),
+    ("x = torch.zeros(3, 2)\nidx = torch.arange(2, device='cuda')\nx[:, idx] += 1\n", ["index x from torch.zeros(3, 2) -> \"cuda\""]),
+    ("x = torch.zeros(3)\nidx = torch.arange(2, device='cuda')\nx[idx] = 1.0\n", []),
+    ("x = torch.zeros(3)\ni = torch.ones(3, device='cuda').argmax()\ny = x[i]\n", []),
+    ("x = torch.zeros(3)\nidx = torch.arange(2, device='cuda')\ny = x[idx.cpu()]\n", []),
+    ("def f(x):\n    idx = torch.arange(2, device='cuda')\n    return x[idx]\n", []),
     # torch functions, comparisons, methods, augmented assignment
     ("x = torch.zeros(3, device='cuda')\ny = torch.cat([x, torch.ones(3)])\n", ["operand torch.ones(3) from torch.ones(3) -> \"cuda\""]),
     ("x = torch.zeros(3, device='cuda')\nm = x > torch.ones(3)\n", ["operand torch.ones(3) from torch.ones(3) -> \"cuda\""]),
