@@ -1,11 +1,6 @@
-"""A fake CUDA GPU for CPU-only machines (tests only; fixdev never imports torch).
-
-``fake_gpu()`` makes ``torch.cuda.is_available()`` true and runs code under
-``FakeTensorMode``: tensors moved to ``"cuda"`` carry metadata but no data, and
-mixing a ``cuda:0`` tensor with a non-scalar CPU tensor raises the error real
-CUDA raises. ``DeviceCheck`` closes the gap for ops whose fake kernels do not
-compare devices (convolutions). A no-op CUDA device guard, compiled once into a
-user cache folder, lets ``.to("cuda")``, indexing and ``copy_`` run.
+"""The fake CUDA GPU the tests use: ``fixdev/fakegpu.py`` (also behind
+``--probe`` and the ``fake_gpu`` pytest fixture), re-exported here so the
+tests read ``from .fakecuda import fake_gpu``.
 
 Set ``FIXDEV_SKIP_FAKECUDA=1`` to skip these tests on purpose; without it a
 missing torch, ninja or C++ compiler fails them with what to install.
@@ -13,147 +8,27 @@ missing torch, ninja or C++ compiler fails them with what to install.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-SKIP_VARIABLE = "FIXDEV_SKIP_FAKECUDA"
-GUARD_SOURCE = """
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-C10_REGISTER_GUARD_IMPL(CUDA, c10::impl::NoOpDeviceGuardImpl<c10::DeviceType::CUDA>);
-"""
-_guard_loaded = False
+from fixdev.fakegpu import (  # noqa: F401 - re-exported for the tests
+    GUARD_SOURCE,
+    MISMATCH,
+    SKIP_VARIABLE,
+    _device_check_mode,
+    cache_dir,
+    cuda_available,
+    fake_gpu,
+    load_guard,
+    missing_toolchain,
+)
 
 
 def require_toolchain() -> None:
     """Fail loudly (or skip, when asked to) if the fake GPU cannot be built."""
     if os.environ.get(SKIP_VARIABLE):
         pytest.skip(f"{SKIP_VARIABLE} is set")
-    missing = []
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        missing.append('torch (pip install "torch==2.13.0")')
-    if shutil.which("ninja") is None:
-        try:
-            import ninja  # noqa: F401
-        except ImportError:
-            missing.append("ninja (pip install ninja)")
-    if shutil.which("c++") is None and shutil.which("g++") is None:
-        missing.append("a C++ compiler (apt-get install g++)")
+    missing = missing_toolchain()
     if missing:
         pytest.fail(f"the fake-GPU tests need {', '.join(missing)}; set {SKIP_VARIABLE}=1 to skip them", pytrace=False)
-
-
-def cache_dir() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    import torch
-
-    folder = base / "fixdev" / f"cuda-guard-torch-{torch.__version__}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def load_guard() -> None:
-    global _guard_loaded
-    if _guard_loaded:
-        return
-    from torch.utils.cpp_extension import load
-
-    try:  # the PyPI ninja may live beside this Python rather than on PATH
-        import ninja
-
-        os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
-    except (ImportError, AttributeError):
-        pass
-    # load() of a .cpp file, not load_inline(): load_inline prepends
-    # torch/extension.h, whose headers take most of a cold build (~45 s → ~10 s)
-    folder = cache_dir()
-    source = folder / "noop_cuda_guard.cpp"
-    if not source.is_file() or source.read_text() != GUARD_SOURCE:
-        source.write_text(GUARD_SOURCE)
-    load(name="fixdev_noop_cuda_guard_v2", sources=[str(source)], build_directory=str(folder), is_python_module=False, verbose=False)
-    _guard_loaded = True
-
-
-def _device_check_mode():
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    copies = {torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default, torch.ops.aten.lift_fresh.default}
-
-    class DeviceCheck(TorchDispatchMode):
-        """Raises when one op gets non-scalar tensors on two devices, as CUDA does."""
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if func not in copies:
-                devices = set()
-                stack = [*args, *kwargs.values()]
-                while stack:
-                    item = stack.pop()
-                    if isinstance(item, torch.Tensor):
-                        if item.dim() > 0 and not (item.device.type == "cpu" and item.dtype in (torch.int64, torch.int32, torch.bool) and "index" in str(func)):
-                            devices.add(str(item.device))
-                    elif isinstance(item, (list, tuple)):
-                        stack.extend(item)
-                if len(devices) > 1:
-                    raise RuntimeError(
-                        f"Expected all tensors to be on the same device, but found at least two devices, {', '.join(sorted(devices))}! ({func})"
-                    )
-            return func(*args, **kwargs)
-
-    return DeviceCheck()
-
-
-@contextlib.contextmanager
-def cuda_available() -> Iterator[None]:
-    """Only the availability checks: what code sees at import time."""
-    from unittest import mock
-
-    import torch
-
-    patches = [mock.patch("torch.cuda.is_available", return_value=True)]
-    accelerator = getattr(torch, "accelerator", None)
-    if accelerator is not None:
-        patches.append(mock.patch("torch.accelerator.is_available", return_value=True))
-        patches.append(mock.patch("torch.accelerator.current_accelerator", return_value=torch.device("cuda")))
-    with contextlib.ExitStack() as stack:
-        for patch in patches:
-            stack.enter_context(patch)
-        yield
-
-
-@contextlib.contextmanager
-def fake_gpu(grad: bool = False) -> Iterator[None]:
-    """Run the body as if on a CUDA machine. Build modules before entering;
-    move them (``model.to("cuda")``) inside. Autograd is off unless ``grad``."""
-    load_guard()
-    from unittest import mock
-
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from torch.utils._python_dispatch import _disable_current_modes
-    from torch.utils.data import dataloader
-
-    iterator_init = dataloader._BaseDataLoaderIter.__init__
-
-    def init_without_fake_modes(self, loader):
-        # A DataLoader iterator draws its base seed with .item(), which fake
-        # tensors cannot answer; the seed has nothing to do with devices.
-        with _disable_current_modes():
-            iterator_init(self, loader)
-
-    with cuda_available(), mock.patch.object(FakeTensorMode, "avoid_device_init", True), mock.patch.object(
-        dataloader._BaseDataLoaderIter, "__init__", init_without_fake_modes
-    ):
-        with FakeTensorMode(allow_non_fake_inputs=True), _device_check_mode(), torch.set_grad_enabled(grad):
-            yield
-
-
-MISMATCH = r"same device|Expected all tensors|should be the same|Expected object of"
