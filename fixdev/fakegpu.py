@@ -25,7 +25,7 @@ SKIP_VARIABLE = "FIXDEV_SKIP_FAKECUDA"
 GUARD_FILE = Path(__file__).with_name("noop_cuda_guard.cpp")
 GUARD_SOURCE = GUARD_FILE.read_text()
 # What a device mismatch on the fake GPU (or a real one) says, for tests.
-MISMATCH = r"same device|Expected all tensors|should be the same|Expected object of"
+MISMATCH = r"same device|Expected all tensors|should be the same|Expected object of|can't convert cuda|indices should be either on cpu"
 _guard_loaded = False
 
 
@@ -127,6 +127,11 @@ def _device_check_mode():
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if func is torch.ops.aten.index.Tensor:
+                # reading by index: indices on the CPU or on the indexed tensor's device
+                indexed, indices = args[0], args[1]
+                if any(isinstance(i, torch.Tensor) and i.device.type != "cpu" and i.device != indexed.device for i in indices):
+                    raise RuntimeError(f"indices should be either on cpu or on the same device as the indexed tensor ({indexed.device})")
             if func not in copies:
                 devices = set()
                 stack = [*args, *kwargs.values()]
@@ -144,6 +149,38 @@ def _device_check_mode():
             return func(*args, **kwargs)
 
     return DeviceCheck()
+
+
+class NumpyOfDeviceTensor(TypeError, RuntimeError):
+    """Real CUDA's error for ``.numpy()`` of a GPU tensor is a TypeError; this
+    one is also a RuntimeError, the error the fake-GPU checks expect of every
+    device mismatch."""
+
+
+def _fake_numpy():
+    """``Tensor.numpy`` as a CUDA build answers it, for fake tensors (which
+    have no data): a tensor on the GPU refuses with real CUDA's message, one
+    that requires grad (grad enabled) too; a CPU tensor gives zeros of its
+    shape and dtype. Real tensors are left to the real method."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    real = torch.Tensor.numpy
+
+    def numpy(self, *, force=False):
+        if not isinstance(self, FakeTensor):
+            return real(self, force=force)
+        if force:
+            self = self.detach().cpu()
+        if self.device.type != "cpu":
+            raise NumpyOfDeviceTensor(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
+        if torch.is_grad_enabled() and self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        with _disable_current_modes():
+            return torch.zeros(tuple(self.shape), dtype=self.dtype).numpy()
+
+    return numpy
 
 
 @contextlib.contextmanager
@@ -187,6 +224,6 @@ def fake_gpu(grad: bool = False) -> Iterator[None]:
 
     with cuda_available(), mock.patch.object(FakeTensorMode, "avoid_device_init", True), mock.patch.object(
         dataloader._BaseDataLoaderIter, "__init__", init_without_fake_modes
-    ):
+    ), mock.patch.object(torch.Tensor, "numpy", _fake_numpy()):
         with FakeTensorMode(allow_non_fake_inputs=True), _device_check_mode(), torch.set_grad_enabled(grad):
             yield
