@@ -18,7 +18,7 @@ import libcst.matchers as m
 from fixdev.rule import CharSpanProvider, Edit, dotted
 
 from . import placement
-from .flow import LIGHTNING_MODULES
+from .flow import FLAG_NAMES, LIGHTNING_MODULES
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext
@@ -631,14 +631,55 @@ class FileAnalysis:
         return None
 
 
-def device_expression(rule: "Rule", node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
+def _tests_for_cuda(facts: "FileAnalysis", test: cst.BaseExpression) -> bool:
+    """``test`` is true only where CUDA is in use: ``torch.cuda.is_available()``,
+    a CUDA flag (``args.cuda``, ``use_gpu``), ``x.is_cuda``,
+    ``device.type == "cuda"``, ``"cuda" in str(device)``; or an ``and`` of
+    tests one of which is."""
+    if isinstance(test, cst.BooleanOperation):
+        return isinstance(test.operator, cst.And) and (_tests_for_cuda(facts, test.left) or _tests_for_cuda(facts, test.right))
+    if isinstance(test, cst.Call):
+        return "torch.cuda.is_available" in facts.qnames(test.func)
+    chain = dotted(test)
+    if chain is not None:
+        last = chain.rsplit(".", 1)[-1]
+        return last in FLAG_NAMES or last == "is_cuda"
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        sides = [test.left, target.comparator]
+        says_cuda = any(isinstance(side, cst.SimpleString) and side.evaluated_value == "cuda" for side in sides)
+        if isinstance(target.operator, cst.Equal):
+            return says_cuda and any(isinstance(side, cst.Attribute) and side.attr.value == "type" for side in sides)
+        if isinstance(target.operator, cst.In):
+            return says_cuda
+    return False
+
+
+def cuda_guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
+    """``node`` runs only inside the body of an ``if`` that tests for CUDA
+    (see ``_tests_for_cuda``): code written for the GPU, on purpose."""
+    child, block = node, facts.parent(node)
+    while block is not None:
+        if isinstance(block, cst.If) and child is block.body and _tests_for_cuda(facts, block.test):
+            return True
+        if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        child, block = block, facts.parent(block)
+    return False
+
+
+def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> tuple[str, list[Edit]] | None:
     """The device to move things to at ``node``, and the edits that define it;
     None when no definition can be placed safely (report without a fix).
 
-    In a module's method, the device of its first tensor parameter; else a
+    In a module's method, the device of its first tensor parameter; else what
+    the device flow names at that line (a tensor the line works with, the
+    module's own device, a device variable or flag in reach; see
+    ``FileFlow.device_at``), when every name it reads is bound there; else a
     device already bound wherever ``node`` runs; else a new
     ``device = torch.device("cuda" if torch.cuda.is_available() else "cpu")``
     where it is sure to run first (see ``placement.define_device``).
+    ``moved`` is the value a fix moves there, when there is one.
     """
     facts = of(rule)
     method = facts.enclosing_method(node)
@@ -646,6 +687,13 @@ def device_expression(rule: "Rule", node: cst.CSTNode) -> tuple[str, list[Edit]]
         tensor = facts.first_tensor_parameter(method[1])
         if tensor is not None:
             return f"{tensor}.device", []
+    flow = flow_of(rule)
+    # asked at the value being moved, so that value itself is not the answer
+    at = flow.node_at(*rule.span(moved if moved is not None else node))
+    flowed = flow.device_at(at) if at is not None else None
+    statement = facts.statement_of(node)
+    if flowed is not None and statement is not None and placement.expression_bound_at(facts, flowed, statement):
+        return flowed, []
     existing = facts.device_at(node)
     if existing is not None:
         return existing, []

@@ -80,7 +80,10 @@ class CudaCall(Rule):
     `from X import *` (the file does not bind it before the star import), may
     not be a tensor's method: silent.
     Inside `with self.assertRaises(...)` or `with pytest.raises(...)` the code
-    tests `.cuda()` itself: silent.
+    tests `.cuda()` itself: silent. Inside the body of an `if` that tests for
+    CUDA (`if torch.cuda.is_available():`, `if args.cuda:`, `if use_gpu:`,
+    `if x.is_cuda:`, `if device.type == "cuda":`) the call runs only where
+    CUDA is meant to be: silent.
     """
 
     code = "FDV104"
@@ -94,6 +97,8 @@ class CudaCall(Rule):
         "import torch\nx = torch.ones(3, device='cuda')\n",
         "def cuda():\n    pass\ncuda()\n",
         "import tvm\ntarget = tvm.target.cuda()\n",
+        "import torch\nmodel = Net()\nif args.cuda:\n    model.cuda()\n",
+        "import torch\nif torch.cuda.is_available() and not args.no_cuda:\n    x = x.cuda()\n",
         "import pytest\ndef test_cuda(m):\n    with pytest.raises(ValueError):\n        m.cuda()\n",
     ]
     INVALID = [
@@ -127,12 +132,14 @@ class CudaCall(Rule):
             return  # tvm.target.cuda(), torch.cuda: a function of an imported module, not a value's method
         if _expects_an_error(analysis.of(self), node):
             return  # a test of .cuda() itself (assertRaises / pytest.raises)
+        if analysis.cuda_guarded(analysis.of(self), node):
+            return  # `if args.cuda: model.cuda()` runs only where CUDA is meant to be
         positional = [a for a in node.args if a.keyword is None]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if positional or not keywords <= KEPT_KEYWORDS:
             self.report(node, "`.cuda()` with an explicit device: move with `.to(...)` to the device you mean")
             return
-        chosen = analysis.device_expression(self, node)
+        chosen = analysis.device_expression(self, node, moved=node.func.value)
         if chosen is None:
             self.report(node, "`.cuda()` ties the code to CUDA; no place to define a device that is sure to run before this line")
             return

@@ -25,7 +25,16 @@ def _feeds_load_state_dict(facts: "analysis.FileAnalysis", call: cst.Call) -> bo
         name = parent.targets[0].target.value
         scope = facts.enclosing(call, cst.FunctionDef) or facts.module
         uses = [n for n in m.findall(scope, m.Name(name)) if n is not parent.targets[0].target]
-        return bool(uses) and all(_is_load_state_dict_argument(facts, use) for use in uses)
+        if uses and all(_is_load_state_dict_argument(facts, use) for use in uses):
+            return True
+        # a checkpoint dict read by key, its weights going into load_state_dict:
+        # `ckpt = torch.load(p); net.load_state_dict(ckpt["net"]); epoch = ckpt["epoch"]`
+        entries = [facts.parent(use) for use in uses]
+        return (
+            bool(entries)
+            and all(isinstance(entry, cst.Subscript) and entry.value is use for entry, use in zip(entries, uses))
+            and any(_is_load_state_dict_argument(facts, entry) for entry in entries)
+        )
     return _is_load_state_dict_argument(facts, call)
 
 
@@ -33,6 +42,12 @@ def _is_load_state_dict_argument(facts: "analysis.FileAnalysis", value: cst.Base
     arg = facts.parent(value)
     outer = facts.parent(arg) if isinstance(arg, cst.Arg) else None
     return isinstance(outer, cst.Call) and analysis.last_name(outer.func) == "load_state_dict" and outer.args[0] is arg
+
+
+def _runs_on_the_cpu(text: str) -> bool:
+    """Nothing in the file names CUDA or a GPU, or moves anything with ``.to(``."""
+    lowered = text.lower()
+    return "cuda" not in lowered and "gpu" not in lowered and ".to(" not in text
 
 
 class LoadMapLocation(Rule):
@@ -82,7 +97,10 @@ class LoadMapLocation(Rule):
     load whose result is not a state dict headed for `load_state_dict` (a whole
     model, a scripted module, a tensor) outside a function with a device of its
     own: `map_location` moves even CPU-saved tensors, so a module-level
-    `device` is not enough evidence of where they belong.
+    `device` is not enough evidence of where they belong. (A checkpoint dict
+    read by key, with its weights going into `load_state_dict`, counts as a
+    state dict; a script that never names CUDA or a GPU and never calls
+    `.to(` runs on the CPU, so what it loads at module level goes there.)
     """
 
     code = "FDV105"
@@ -100,7 +118,12 @@ class LoadMapLocation(Rule):
     INVALID = [
         Invalid("import torch\nmodel.load_state_dict(torch.load('m.pth'))\n", "import torch\nmodel.load_state_dict(torch.load('m.pth', map_location=\"cpu\"))\n"),
         Invalid("import torch\nstate = torch.load('m.pth')\nmodel.load_state_dict(state)\n", "import torch\nstate = torch.load('m.pth', map_location=\"cpu\")\nmodel.load_state_dict(state)\n"),
-        Invalid("import torch\nembedding = torch.load('emb.pt')\n", None),
+        Invalid("import torch\nembedding = torch.load('emb.pt')\nembedding = embedding.cuda()\n", None),
+        Invalid("import torch\nembedding = torch.load('emb.pt')\n", "import torch\nembedding = torch.load('emb.pt', map_location=\"cpu\")\n"),
+        Invalid(
+            "import torch\ndevice = 'cuda'\nckpt = torch.load(path)\nnet.load_state_dict(ckpt['net'])\nepoch = ckpt['epoch']\n",
+            "import torch\ndevice = 'cuda'\nckpt = torch.load(path, map_location=device)\nnet.load_state_dict(ckpt['net'])\nepoch = ckpt['epoch']\n",
+        ),
         Invalid(
             "import torch\ndef restore(model, path, device):\n    model.load_state_dict(torch.load(path, weights_only=True))\n",
             "import torch\ndef restore(model, path, device):\n    model.load_state_dict(torch.load(path, weights_only=True, map_location=device))\n",
@@ -109,7 +132,7 @@ class LoadMapLocation(Rule):
             "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth',\n)\nmodel.load_state_dict(state)\n",
             "from torch import load\ndevice = 'cuda'\nstate = load(\n    'm.pth',\n    map_location=device,\n)\nmodel.load_state_dict(state)\n",
         ),
-        Invalid("import torch\nnet = torch.jit.load('net.pt')\n", None),
+        Invalid("import torch\nnet = torch.jit.load('net.pt')\nnet.to(device)\n", None),
         Invalid("import torch\ndevice = torch.device('cuda')\ndef get(path):\n    return torch.load(path, weights_only=False)\n", None),
         Invalid("import torch\nsd = torch.hub.load_state_dict_from_url(url)\n", "import torch\nsd = torch.hub.load_state_dict_from_url(url, map_location=\"cpu\")\n"),
         Invalid(
@@ -138,6 +161,10 @@ class LoadMapLocation(Rule):
             # map_location says, even one saved from the CPU: only a device the
             # function itself works with says where that should be.
             device = facts.device_at(node, module_level=False)
+            if device is None and facts.enclosing(node, cst.FunctionDef) is None and _runs_on_the_cpu(self.context.text):
+                # a script that never names a GPU nor moves anything runs on
+                # the CPU, whatever device the file was saved from
+                device = '"cpu"'
             if device is None:
                 self.report(node, "Loading without `map_location` fails on a machine without the saving GPU; no device in scope to load onto")
                 return
