@@ -72,6 +72,7 @@ class ConstantBuffer(Rule):
 
     code = "FDV103"
     name = "constant-buffer"
+    group = "mismatch"
     message = "Tensor stored as a plain attribute does not follow `.to(device)`; register it as a buffer"
     trigger = ("__init__", r"self\.\w+\s*=\s*(?:None\b|[\w.]*" + analysis.FACTORY_CALL + ")")
     options = {"persistent": Option(bool, False, "Save the new buffers in state dicts (changes their keys).")}

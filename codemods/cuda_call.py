@@ -88,6 +88,7 @@ class CudaCall(Rule):
 
     code = "FDV104"
     name = "cuda-call"
+    group = "cuda-only"
     message = "`.cuda()` ties the code to CUDA; use `.to(device)`"
     trigger = r"\.cuda\s*\("
 

@@ -55,6 +55,7 @@ class DiscardedTo(Rule):
 
     code = "FDV106"
     name = "discarded-to"
+    group = "mismatch"
     message = "`Tensor.to()` returns a new tensor; the result is discarded"
     trigger = r"(?m)^[ \t]*[\w.]+\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\("
 

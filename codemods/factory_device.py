@@ -75,6 +75,7 @@ class FactoryDevice(Rule):
 
     code = "FDV102"
     name = "factory-device"
+    group = "mismatch"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
     trigger = (analysis.FACTORY_CALL, r"\bclass\b|\.(?:to|cuda)\s*\(|device")
 

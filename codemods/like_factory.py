@@ -72,6 +72,7 @@ class LikeFactory(Rule):
 
     code = "FDV101"
     name = "like-factory"
+    group = "mismatch"
     message = "Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"
     trigger = r"\b(?:ones|zeros|empty|rand|randn|full|randint)\s*\([^()]*\.(?:shape\b|size\s*\()"
 

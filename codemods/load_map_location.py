@@ -105,6 +105,7 @@ class LoadMapLocation(Rule):
 
     code = "FDV105"
     name = "load-map-location"
+    group = "cuda-only"
     message = "Loading without `map_location` fails on a machine without the GPU the file was saved from"
     trigger = r"\bload(?:_state_dict_from_url|_url)?\s*\("
 

@@ -66,6 +66,7 @@ class UnmovedInput(Rule):
 
     code = "FDV107"
     name = "unmoved-input"
+    group = "mismatch"
     message = "Tensor on the CPU reaches a model or tensor on a device; move it there"
     trigger = r"\.(?:to|cuda)\s*\("
 

@@ -69,9 +69,16 @@ def _version(value: bool) -> None:
 
 def _list_rules(value: bool) -> None:
     if value:
-        for rule in all_rules():
-            mark = "[*]" if rule.fixable() else "   "
-            typer.echo(f"{rule.code}  {mark}  {rule.name:<20} {rule.message}")
+        from .rule import GROUPS
+
+        rules = all_rules()
+        for number, group in enumerate(dict.fromkeys([*GROUPS, *(rule.group for rule in rules)])):
+            members = [rule for rule in rules if rule.group == group]
+            if members:
+                typer.echo(f"{'' if number == 0 else chr(10)}{GROUPS.get(group, group)} ({group})")
+            for rule in members:
+                mark = "[*]" if rule.fixable() else "   "
+                typer.echo(f"  {rule.code}  {mark}  {rule.name:<20} {rule.message}")
         raise typer.Exit()
 
 

@@ -141,7 +141,7 @@ def sarif(items: Sequence[dict[str, Any]]) -> str:
             "shortDescription": {"text": rule.message},
             "fullDescription": {"text": rule.doc()},
             "help": {"text": rule.doc(), "markdown": rule.doc()},
-            "properties": {"fixable": rule.fixable()},
+            "properties": {"fixable": rule.fixable(), "group": rule.group},
         }
         for rule in all_rules()
     ]

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 class SelectionError(ValueError):
-    """An unknown rule code, prefix or name."""
+    """An unknown rule code, prefix, name or group."""
 
 
 @lru_cache(maxsize=1)
@@ -52,13 +52,15 @@ def find_rule(word: str) -> type[Rule]:
 
 
 def matching(word: str) -> list[type[Rule]]:
-    """Rules named by one selector: ALL, a code, a code prefix, or a rule name."""
+    """Rules named by one selector: ALL, a code, a code prefix, a rule name,
+    or a group name (``cuda-only``: every rule whose ``group`` it is)."""
     word = word.strip()
     if word.upper() == "ALL":
         return list(all_rules())
-    rules = [r for r in all_rules() if r.code.startswith(word.upper()) or r.name == word.lower()]
+    groups = {getattr(r, "group", None) for r in all_rules()} - {None}
+    rules = [r for r in all_rules() if r.code.startswith(word.upper()) or r.name == word.lower() or getattr(r, "group", None) == word.lower()]
     if not rules:
-        raise SelectionError(f"unknown rule code, prefix or name {word!r}{did_you_mean(word, [*_rule_words(), 'ALL'])}")
+        raise SelectionError(f"unknown rule code, prefix, name or group {word!r}{did_you_mean(word, [*_rule_words(), *sorted(groups), 'ALL'])}")
     return rules
 
 

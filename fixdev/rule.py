@@ -366,10 +366,20 @@ class RuleContext:
         return self.shared[key]
 
 
+# The kinds of device bug, each rule's ``group``, with the title
+# ``--list-rules`` shows above the group's rules (in this order).
+GROUPS: dict[str, str] = {
+    "mismatch": "Values that meet on different devices",
+    "cuda-only": "Code that needs CUDA",
+    "state": "State left on the old device",
+}
+
+
 class Rule(BatchableCSTVisitor):
     code: ClassVar[str]
     name: ClassVar[str]
     message: ClassVar[str]
+    group: ClassVar[str]  # a key of GROUPS
     # A regular expression that finds, in the raw text, every file the rule
     # could possibly flag. A rule runs only on files it matches, and a file
     # that no enabled rule matches is never parsed by libcst.
