@@ -18,6 +18,10 @@ SHORT_NAMES = {name.split(".")[-1] for name in FACTORIES}
 MAX_HOPS = 4  # local variables followed from a factory to where it is used
 # Methods that take a tensor from any device: buffer.copy_(cpu_tensor) is legal.
 CROSS_DEVICE_METHODS = frozenset({"copy_"})
+# The array API standard's creation functions that take device=; its
+# namespace is conventionally named `xp` (array_api_compat, SciPy, scikit-learn).
+ARRAY_API_FACTORIES = frozenset({"asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye"})
+ARRAY_NAMESPACE = "xp"
 
 
 class FactoryDevice(Rule):
@@ -40,6 +44,12 @@ class FactoryDevice(Rule):
     directly or through variables and branches; it gets `device=` naming
     where the other side lives (`x.device`, the program's `device`), provided
     that name is bound where the factory runs.
+
+    Anywhere: a factory passed to a call beside factories of the same
+    namespace that all name one device (`f(torch.tensor([i]),
+    torch.arange(n, device=dev))`) gets that device. Array API code counts
+    too: creation functions of a namespace named `xp`, as the standard names
+    it (`self.xp.asarray([i])` beside `self.xp.arange(n, device=self.dev)`).
 
     ## Why is this bad?
     A factory without `device=` allocates on the CPU. Once the model runs on a
@@ -77,7 +87,7 @@ class FactoryDevice(Rule):
     name = "factory-device"
     group = "mismatch"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
-    trigger = (analysis.FACTORY_CALL, r"\bclass\b|\.(?:to|cuda)\s*\(|device")
+    trigger = (analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(", r"\bclass\b|\.(?:to|cuda)\s*\(|device")
 
     VALID = [
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3, device=x.device)\n",
@@ -86,8 +96,18 @@ class FactoryDevice(Rule):
         "import torch\ndef f(x):\n    return x + torch.zeros(3)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x, scale):\n        return torch.ones(3) * scale\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def reset(self, x):\n        x.copy_(torch.zeros(3))\n",
+        "import torch\ndef f(g, n, a, b):\n    return g(torch.tensor([n]), torch.zeros(n, device=a), torch.ones(n, device=b))\n",
+        "def f(g, xp, n):\n    return g(xp.asarray([n]), xp.arange(n))\n",
     ]
     INVALID = [
+        Invalid(
+            "def ends(self, b):\n    return self.scanner.get(self.xp.asarray([b]), self.xp.arange(4, device=self.dev))\n",
+            "def ends(self, b):\n    return self.scanner.get(self.xp.asarray([b], device=self.dev), self.xp.arange(4, device=self.dev))\n",
+        ),
+        Invalid(
+            "import torch\ndef f(g, n, dev):\n    return g(torch.tensor([n]), torch.arange(n, device=dev))\n",
+            "import torch\ndef f(g, n, dev):\n    return g(torch.tensor([n], device=dev), torch.arange(n, device=dev))\n",
+        ),
         Invalid(
             "import torch, torch.nn as nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
             "model = nn.Linear(4, 2).to(device)\nout = model(torch.randn(8, 4))\n",
@@ -129,6 +149,8 @@ class FactoryDevice(Rule):
                 call = facts.call_at(*flow.span(origin)) if isinstance(origin, ast.Call) else None
                 if call is None or id(call) in done or not self._is_bare_factory(call):
                     continue
+                if self._sibling_device(call) is not None:
+                    continue  # visit_Call names the device its sibling was given
                 if facts.enclosing_method(call) is not None:
                     continue  # module methods: visit_Call below
                 target = analysis.ast_parents(flow).get(origin)
@@ -158,7 +180,47 @@ class FactoryDevice(Rule):
             return False
         return bool(self.qualified_names(node.func) & FACTORIES) and not any(a.star for a in node.args)
 
+    def _namespace(self, call: cst.Call) -> str | None:
+        """``torch`` for a torch factory, the namespace's text for an array
+        API creation function (``self.xp.asarray``), else None."""
+        if any(a.star for a in call.args) or not isinstance(call.func, cst.Attribute):
+            return "torch" if isinstance(call.func, cst.Name) and self.qualified_names(call.func) & FACTORIES else None
+        if self.qualified_names(call.func) & FACTORIES:
+            return "torch"
+        namespace = call.func.value
+        if call.func.attr.value in ARRAY_API_FACTORIES and analysis.is_name_chain(namespace) and analysis.last_name(namespace) == ARRAY_NAMESPACE:
+            return self.code_of(namespace)
+        return None
+
+    def _sibling_device(self, node: cst.Call) -> str | None:
+        """For a factory without ``device=`` passed to a call beside factories
+        of the same namespace that all name one device (``f(xp.asarray([i]),
+        xp.arange(n, device=dev))``): that device's text. The arguments of one
+        call are meant to be used together, and the code says where."""
+        arg = analysis.of(self).parent(node)
+        outer = analysis.of(self).parent(arg) if isinstance(arg, cst.Arg) else None
+        namespace = self._namespace(node)
+        if not isinstance(outer, cst.Call) or namespace is None or analysis.keyword(node, "device") is not None:
+            return None
+        devices = set()
+        for other in outer.args:
+            if other is arg or not isinstance(other.value, cst.Call) or self._namespace(other.value) != namespace:
+                continue
+            device = analysis.keyword(other.value, "device")
+            if device is not None:
+                devices.add(self.code_of(device.value))
+        return devices.pop() if len(devices) == 1 else None
+
     def visit_Call(self, node: cst.Call) -> None:
+        sibling = self._sibling_device(node)
+        if sibling is not None:
+            statement = analysis.of(self).statement_of(node)
+            if self._bound_device(analysis.of(self), statement, sibling) is None:
+                self.report(node, "Tensor made on the CPU is passed beside tensors made on a device, and that device is not in reach for `device=`")
+                return
+            new_call = analysis.with_keyword_argument(node, "device", sibling)
+            self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={sibling}`")
+            return
         if analysis.last_name(node.func) not in SHORT_NAMES or analysis.keyword(node, "device") is not None:
             return
         if not self.qualified_names(node.func) & FACTORIES:
