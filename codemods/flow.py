@@ -50,6 +50,9 @@ What it knows (everything else is UNKNOWN):
   (and helpers it calls) are known in other methods, submodules, parameters and
   buffers living where the module lives; devices: ``x.device``, ``torch.device``,
   device strings, ``cuda if available else cpu``, names that say ``device``.
+- Optimizers: what ``torch.optim.SGD(...)`` and its kin make has ref
+  ``OPTIMIZER`` and the calls that made it as ``parts``; where its state lives
+  is not tracked.
 - Functions of the file: a summary (parameters -> result, parameters that meet
   a device, modules they move), and their call sites' arguments as context when
   every use of the function's name is a call a run has seen.
@@ -421,6 +424,11 @@ TENSOR_SCALAR_ATTRIBUTES = frozenset("shape ndim dtype is_cuda requires_grad lay
 MOVES = frozenset({"to", "cuda", "cpu"})
 # Methods an nn.Module has and returns itself from.
 MODULE_SELF_METHODS = frozenset("float double half bfloat16 type train eval requires_grad_ apply share_memory to_empty".split())
+# torch.optim's optimizers. What one of them makes is known by its ref, OPTIMIZER,
+# with the calls that made it as parts (rules ask where its parameters came from:
+# its state goes where they are when `load_state_dict` runs, and stays there).
+OPTIMIZER_CLASSES = frozenset("ASGD Adadelta Adafactor Adagrad Adam AdamW Adamax LBFGS Muon NAdam RAdam RMSprop Rprop SGD SparseAdam".split())
+OPTIMIZER = ("instance", "torch.optim.Optimizer")
 # Calls that show a value is an nn.Module (optimizers share state_dict and zero_grad).
 MODULE_EVIDENCE = frozenset(
     "parameters named_parameters buffers named_buffers modules named_modules children named_children eval forward "
@@ -527,6 +535,12 @@ def _is_torch_module_class(name: str) -> bool:
     if parts[:2] != ["torch", "nn"] or not parts[-1][:1].isupper():
         return False
     return len(parts) == 3 or parts[2] in ("modules", "parallel")
+
+
+def _is_optimizer_class(name: str) -> bool:
+    """``torch.optim.SGD``, ``torch.optim.adam.Adam``; not a scheduler."""
+    parts = name.split(".")
+    return parts[:2] == ["torch", "optim"] and parts[-1] in OPTIMIZER_CLASSES and (len(parts) == 3 or len(parts) == 4 and parts[2] not in ("lr_scheduler", "swa_utils"))
 
 
 def _is_model_builder(name: str, call: ast.Call) -> bool:
@@ -1897,6 +1911,8 @@ class _Run:
                 places = self._target_places(keywords["device"], node)
                 return Value(What.MODULE, places if places is not None else UNKNOWN_PLACES, frozenset({node}), ("instance", name))
             return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name), PARAM_FREE if free else 0)
+        if _is_optimizer_class(name):
+            return Value(What.UNKNOWN, NO_PLACES, frozenset({node}), OPTIMIZER)
         if name in NOT_OPERATIONS or name.startswith(NOT_OPERATION_PREFIXES) or "._" in name or name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
             if name.startswith(("torch.is_", "torch.cuda.is_", "torch.backends.")) or name in ("torch.numel", "torch.typename"):
                 return SCALAR_VALUE

@@ -1045,3 +1045,36 @@ def test_answers_do_not_depend_on_the_order_of_questions():
     second.sinks()
     answers_second = [describe(second, n) for n in ast.walk(second.tree) if isinstance(n, ast.expr)]
     assert answers_first == answers_second
+
+
+def test_optimizers_are_known_with_the_calls_that_made_them():
+    from fixdev.codemods.flow import OPTIMIZER
+
+    text = prepare(
+        """
+        import torch
+        import torch.nn as nn
+        from torch import optim
+        model = nn.Linear(2, 2)
+        if resume:
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        else:
+            opt = optim.adam.Adam(model.parameters())
+        opt.load_state_dict(state)
+        scheduler = optim.lr_scheduler.StepLR(opt, 3)
+        scheduler.load_state_dict(state)
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(2, 2)
+                self.opt = optim.AdamW(self.model.parameters())
+            def resume(self, state):
+                self.opt.load_state_dict(state)
+        """
+    )
+    flow = FileFlow(text)
+    loads = {n.lineno: n.func.value for n in ast.walk(flow.tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "load_state_dict"}
+    makers = {n.lineno for n in ast.walk(flow.tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") in ("SGD", "Adam", "AdamW")}
+    opt, scheduler, attribute = (flow.value(loads[line]) for line in sorted(loads))
+    assert opt.ref == OPTIMIZER and {call.lineno for call in opt.parts} == set(sorted(makers)[:2]) and len(makers) == 3
+    assert scheduler.ref is None
+    assert attribute.ref == OPTIMIZER and {call.lineno for call in attribute.parts} == {max(makers)}
