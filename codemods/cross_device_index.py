@@ -1,0 +1,109 @@
+"""FDV111 cross-device-index: ``host[device_index]`` → ``host[device_index.cpu()]``."""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from fixdev.rule import Invalid, Rule
+
+from . import analysis
+
+# Expressions a `.cpu()` can follow without parentheses.
+ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
+
+
+class CrossDeviceIndex(Rule):
+    """
+    ## What it does
+    Finds a tensor that lives on the host read by an index or mask tensor
+    that lives on a device (`table[idx]`, `labels[mask]`, `x[:, idx]`), as
+    the device-flow analysis shows them, and moves the index to the host:
+    `table[idx.cpu()]`. The result stays on the host, where the code kept
+    it before.
+
+    ## Why is this bad?
+    Indexing checks that every index tensor is on the CPU or on the indexed
+    tensor's device. On a GPU, `cpu_tensor[cuda_index]` raises `indices
+    should be either on cpu or on the same device as the indexed tensor
+    (cpu)`. The other way round is legal: a GPU tensor may be indexed by
+    CPU indices.
+
+    ## Example
+    ```python
+    scores = model(images.to(device))
+    hits = torch.zeros(len(dataset))
+    hits[offset : offset + len(images)] = 1
+    confident = hits[scores.max(1).values > 0.9]
+    ```
+
+    ## Use instead
+    ```python
+    scores = model(images.to(device))
+    hits = torch.zeros(len(dataset))
+    hits[offset : offset + len(images)] = 1
+    confident = hits[(scores.max(1).values > 0.9).cpu()]
+    ```
+
+    ## Fix safety
+    The index is copied to the host (a synchronisation with the GPU, as
+    indexing across devices would have been); the result is the one a CPU
+    run computes, on the host as before.
+
+    ## When it stays silent
+    When the indexed tensor may live on a device, or where either side lives
+    is not known (a function's parameter); for a 0-dim index (`x[t.argmax()]`
+    reads it as a number, which works across devices); for assignments
+    (`x[idx] = v` moves the indices itself). Also when the indexed tensor
+    meets device tensors elsewhere (the indexing result is combined with
+    them, or the tensor is fed to a model on the device): it has to move to
+    the device anyway, and the rule reporting that meeting
+    (`factory-device`, `unmoved-input`) moves it where it is made, which
+    fixes the indexing too.
+    """
+
+    code = "FDV111"
+    name = "cross-device-index"
+    group = "mismatch"
+    message = "Tensor on the host is indexed by a tensor on a device; move the index to the host"
+    trigger = (r"\]", r"\.(?:to|cuda)\s*\(|device")
+
+    VALID = [
+        "import torch\nx = torch.randn(5, device='cuda')\nidx = torch.arange(2)\ny = x[idx]\n",
+        "import torch\nx = torch.randn(5)\nidx = torch.arange(2, device='cuda')\nx[idx] = 0.0\n",
+        "import torch\nx = torch.randn(5)\ni = torch.randn(5, device='cuda').argmax()\ny = x[i]\n",
+        "import torch\ndef f(x):\n    idx = torch.arange(2, device='cuda')\n    return x[idx]\n",
+        "import torch\ndevice = torch.device('cuda')\nx = torch.randn(5)\nidx = torch.arange(2, device=device)\ny = x[idx] * torch.ones(2, device=device)\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nx = torch.randn(5)\nidx = torch.arange(2, device='cuda')\ny = x[idx]\n",
+            "import torch\nx = torch.randn(5)\nidx = torch.arange(2, device='cuda')\ny = x[idx.cpu()]\n",
+        ),
+        Invalid(
+            "import torch\nx = torch.randn(5, 3)\nscores = torch.randn(5, device='cuda')\ny = x[scores > 0, :2]\n",
+            "import torch\nx = torch.randn(5, 3)\nscores = torch.randn(5, device='cuda')\ny = x[(scores > 0).cpu(), :2]\n",
+        ),
+        Invalid(
+            "import torch\nx = torch.zeros(5, 3)\nidx = torch.arange(2).cuda()\nx[:, idx] += 1\n",
+            "import torch\nx = torch.zeros(5, 3)\nidx = torch.arange(2).cuda()\nx[:, idx.cpu()] += 1\n",
+        ),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        flow = analysis.flow_of(self)
+        sinks = flow.sinks()
+        # host values that meet a device elsewhere: other rules move them where they are made
+        met = {origin for sink in sinks if sink.kind in ("module-input", "operand") for origin in sink.origins}
+        for sink in sinks:
+            if sink.kind != "index" or met.intersection(sink.origins):
+                continue
+            # sink.other: the index on a device (a second one, if any, is the next round's finding)
+            index = sink.other
+            start, end = flow.span(index)
+            if isinstance(index, ATOMS):
+                edits = [self.insert(end, ".cpu()")]
+            else:
+                edits = [self.insert(start, "("), self.insert(end, ").cpu()")]
+            self.report_at(*flow.span(sink.node), fix=edits, fix_message="Move the index to the host: `.cpu()`")
