@@ -139,7 +139,8 @@ def _dot_before(text: str, name_start: int) -> int | None:
 
 def _may_require_grad(flow, sink) -> bool:
     """The value may record a gradient: it comes from a model (its output, a
-    parameter) or a ``requires_grad=True`` factory, it was not detached on
+    parameter), a ``requires_grad=True`` factory or something the flow does
+    not show to be a plain tensor, it was not detached on
     the way (``.detach()``, ``.data``), and the read is not under
     ``torch.no_grad()`` / ``inference_mode()`` (a ``with`` block or a
     decorator of its function)."""
@@ -154,8 +155,8 @@ def _may_require_grad(flow, sink) -> bool:
     if flow.value(sink.value).flags & FOLLOWS_MODULE:
         return True
     for origin in sink.origins:
-        if flow.what(origin) is What.MODULE:
-            return True
+        if flow.what(origin) is not What.TENSOR:
+            return True  # a module's move (its outputs live where it does), or not known
         if isinstance(origin, ast.Call):
             if flow.what(origin.func) is What.MODULE:
                 return True
