@@ -184,6 +184,51 @@ def _fake_numpy():
 
 
 @contextlib.contextmanager
+def _optimizers_follow_moves() -> Iterator[None]:
+    """Optimizers step the parameters their model was moved to, as on CUDA.
+
+    A real move changes each parameter in place (``param.data = ...``), so an
+    optimizer made before the move steps the moved parameters, while the state
+    it already holds (loaded by ``load_state_dict``) stays where it was. Under
+    ``FakeTensorMode`` a move makes new ``Parameter`` objects instead; this
+    points the optimizers made so far at them, their state left alone. It also
+    answers the CUDA-graph check ``step()`` makes: no stream is capturing."""
+    import weakref
+    from unittest import mock
+
+    import torch
+
+    optimizers: weakref.WeakSet = weakref.WeakSet()
+    init, apply = torch.optim.Optimizer.__init__, torch.nn.Module._apply
+
+    def remembering_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        optimizers.add(self)
+
+    def moving_apply(self, fn, recurse=True):
+        before = dict(self._parameters)
+        result = apply(self, fn, recurse)
+        moved = {id(old): self._parameters[key] for key, old in before.items() if old is not None and self._parameters.get(key) is not old}
+        for optimizer in list(optimizers) if moved else ():
+            for group in optimizer.param_groups:
+                group["params"] = [moved.get(id(p), p) for p in group["params"]]
+            for old in [p for p in optimizer.state if id(p) in moved]:
+                optimizer.state[moved[id(old)]] = optimizer.state.pop(old)
+        return result
+
+    class Stream:
+        def is_capturing(self) -> bool:
+            return False
+
+    with mock.patch.object(torch.optim.Optimizer, "__init__", remembering_init), mock.patch.object(torch.nn.Module, "_apply", moving_apply):
+        if getattr(torch, "accelerator", None) is not None and hasattr(torch.accelerator, "current_stream"):
+            with mock.patch("torch.accelerator.current_stream", return_value=Stream()):
+                yield
+        else:
+            yield
+
+
+@contextlib.contextmanager
 def cuda_available() -> Iterator[None]:
     """Only the availability checks: what code sees at import time."""
     from unittest import mock
@@ -204,7 +249,8 @@ def cuda_available() -> Iterator[None]:
 @contextlib.contextmanager
 def fake_gpu(grad: bool = False) -> Iterator[None]:
     """Run the body as if on a CUDA machine. Build modules before entering;
-    move them (``model.to("cuda")``) inside. Autograd is off unless ``grad``."""
+    move them (``model.to("cuda")``) inside; optimizers made before a move
+    step the moved parameters. Autograd is off unless ``grad``."""
     load_guard()
     from unittest import mock
 
@@ -224,6 +270,6 @@ def fake_gpu(grad: bool = False) -> Iterator[None]:
 
     with cuda_available(), mock.patch.object(FakeTensorMode, "avoid_device_init", True), mock.patch.object(
         dataloader._BaseDataLoaderIter, "__init__", init_without_fake_modes
-    ), mock.patch.object(torch.Tensor, "numpy", _fake_numpy()):
+    ), mock.patch.object(torch.Tensor, "numpy", _fake_numpy()), _optimizers_follow_moves():
         with FakeTensorMode(allow_non_fake_inputs=True), _device_check_mode(), torch.set_grad_enabled(grad):
             yield
