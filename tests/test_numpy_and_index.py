@@ -64,3 +64,58 @@ def test_a_host_tensor_read_by_a_gpu_index_fails_as_on_cuda(gpu):
         assert table[index.cpu()].device.type == "cpu"
         assert table.to("cuda")[index].device.type == "cuda"
         assert table.to("cuda")[torch.tensor([0, 2])].device.type == "cuda"  # a GPU tensor read by host indices: legal
+
+
+# -- the rules through the CLI, on files ------------------------------------------------
+
+BOTH = """\
+import torch
+
+
+def report(model, device):
+    model.to(device)
+    model.eval()
+    names = torch.tensor([3, 7])
+    with torch.no_grad():
+        best = model(torch.randn(8, 4, device=device)).argmax(1)
+    return names[best], best.numpy()
+"""
+
+
+def _codes(result) -> list[str]:
+    return [line.split()[1] for line in result.stdout.decode().splitlines() if ": FDV" in line]
+
+
+@pytest.fixture
+def program(tmp_path):
+    path = tmp_path / "report.py"
+    path.write_text(BOTH)
+    return path
+
+
+def test_both_rules_report_by_default(fixdev, program):
+    result = fixdev("--check", "--no-cache", "--output-format", "concise", str(program))
+    assert result.returncode == 1
+    assert sorted(_codes(result)) == ["FDV108", "FDV111"]
+
+
+@pytest.mark.parametrize("selector, expected", [("FDV108", ["FDV108"]), ("numpy-on-device", ["FDV108"]), ("FDV111", ["FDV111"]), ("cross-device-index", ["FDV111"])])
+def test_select_runs_only_the_named_rule(fixdev, program, selector, expected):
+    result = fixdev("--check", "--no-cache", "--output-format", "concise", "--select", selector, str(program))
+    assert _codes(result) == expected
+
+
+@pytest.mark.parametrize("ignored, left", [("FDV108", "FDV111"), ("cross-device-index", "FDV108")])
+def test_ignore_leaves_the_rule_out(fixdev, program, ignored, left):
+    result = fixdev("--check", "--no-cache", "--output-format", "concise", "--ignore", ignored, str(program))
+    assert _codes(result) == [left]
+
+
+def test_apply_with_one_rule_selected_fixes_only_its_sites(fixdev, program):
+    result = fixdev("--apply", "--no-cache", "--select", "FDV111", str(program))
+    assert result.returncode == 0, result.stderr.decode()
+    text = program.read_text()
+    assert "names[best.cpu()], best.numpy()" in text
+    result = fixdev("--apply", "--no-cache", "--select", "numpy-on-device", str(program))
+    assert result.returncode == 0, result.stderr.decode()
+    assert "names[best.cpu()], best.detach().cpu().numpy()" in program.read_text()
