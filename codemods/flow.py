@@ -382,7 +382,7 @@ NOT_OPERATION_PREFIXES = tuple(
     for name in (
         "utils cuda backends distributed optim jit onnx testing hub multiprocessing profiler fx export "
         "compiler func library overrides package serialization ao quantization mps xpu accelerator "
-        "random distributions nn.init nn.utils nn.parallel nn.modules nn.parameter amp"
+        "random distributions nn.init nn.utils nn.parallel nn.modules nn.parameter amp futures"
     ).split()
 )
 REDUCTIONS = frozenset("sum mean max min prod norm std var all any median argmax argmin count_nonzero amax amin nansum nanmean logsumexp".split())
@@ -2584,6 +2584,8 @@ class FileFlow:
         statement = self._statement_of(scope, node)
         if run is None or statement is None:
             return None
+        info = self._index.classes.get(scope.cls) if scope.cls is not None else None
+        constructing = info is not None and info.is_module and getattr(scope.node, "name", None) == "__init__"
         # 1. a tensor the line works with
         own = _chain(node)
         unsure = None
@@ -2597,6 +2599,8 @@ class FileFlow:
             value = run.values.get(sub)
             if chain is None or chain == own or value is None or value.flags & MAYBE_UNBOUND:
                 continue
+            if constructing and _root(chain) == scope.self_name:
+                continue  # a module's own tensors are still on the CPU while it is built
             if value.what is not What.TENSOR and not (value.what is What.UNKNOWN and chain in evidenced and value.places):
                 continue
             host, device, other = _kinds(value)
@@ -2607,9 +2611,8 @@ class FileFlow:
             unsure = unsure or f"{chain}.device"
         if unsure is not None:
             return unsure
-        # 2. the module's own device
-        info = self._index.classes.get(scope.cls) if scope.cls is not None else None
-        if info is not None and info.is_module and info.own_text is not None and scope.self_name == "self":
+        # 2. the module's own device (not while it is built: the CPU, then)
+        if info is not None and info.is_module and info.own_text is not None and scope.self_name == "self" and not constructing:
             return info.own_text
         # 3. a device variable or flag in reach
         return self._device_in_reach(scope, run, statement)
