@@ -373,3 +373,94 @@ STAR_AND_EXCEPT = case("star_and_except", """\
 
 def test_star_import_file_with_every_kind_of_binding(tree):
     assert "net = net.to(device)" in fixed(tree, STAR_AND_EXCEPT)
+
+
+# -- issue 11, item 5: the device to use -----------------------------------------
+
+BUILT_MODULE = case("built_module", """\
+    import torch
+    import torch.nn as nn
+
+    class Algorithm(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.register_buffer("update_count", torch.tensor([0]))
+            self.heads = [nn.Linear(n, 2).cuda() for _ in range(3)]
+
+        def update(self, n):
+            return torch.zeros(n).cuda() + self.update_count
+    """)
+
+
+def test_module_device_is_not_used_while_the_module_is_built(tree):
+    """In __init__ the module's buffers are still on the CPU: naming them would
+    leave a plain list of layers behind when the module moves later."""
+    text = fixed(tree, BUILT_MODULE)
+    assert "nn.Linear(n, 2).to(device)" in text
+    assert "torch.zeros(n).to(self.update_count.device)" in text
+
+
+FUTURES = case("futures", """\
+    import torch
+
+    def gather(futs):
+        rets = torch.futures.wait_all(futs)
+        return torch.stack([ret[0] for ret in rets]).cuda()
+    """)
+
+
+def test_a_list_from_torch_futures_is_not_a_tensor_to_take_a_device_from(tree):
+    text = fixed(tree, FUTURES)
+    assert "rets.device" not in text and ".to(device)" in text
+
+
+GUARDED = case("guarded", """\
+    import torch
+
+    def build(net, args, x):
+        if args.cuda:
+            net.cuda()
+        if torch.cuda.is_available() and x.is_cuda:
+            x = x.cuda()
+        return net, x
+    """)
+
+
+def test_cuda_calls_under_a_cuda_test_are_left_alone(tree):
+    assert fixed(tree, GUARDED) == CASES[GUARDED]
+    assert report(tree, GUARDED) == []
+
+
+CPU_SCRIPT = case("cpu_script", """\
+    import torch
+
+    actor_critic, ob_rms = torch.load("model.pt")
+    print(actor_critic)
+    """)
+
+
+def test_a_script_that_never_names_a_gpu_loads_onto_the_cpu(tree):
+    assert 'torch.load("model.pt", map_location="cpu")' in fixed(tree, CPU_SCRIPT)
+
+
+CHECKPOINT_DICT = case("checkpoint_dict", """\
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    net = torch.nn.Linear(2, 2).to(device)
+    checkpoint = torch.load("ckpt.pth")
+    net.load_state_dict(checkpoint["net"])
+    best_acc = checkpoint["acc"]
+    """)
+
+
+def test_a_checkpoint_dict_read_into_load_state_dict_loads_onto_the_device(tree):
+    assert 'torch.load("ckpt.pth", map_location=device)' in fixed(tree, CHECKPOINT_DICT)
+
+
+def test_a_loaded_checkpoint_read_any_other_way_is_only_reported(tmp_path):
+    source = "import torch\ncheckpoint = torch.load('c.pth')\nnet.cuda()\nuse(checkpoint)\nnet.load_state_dict(checkpoint['net'])\n"
+    (tmp_path / "c.py").write_text(source)
+    done = run_fixdev("--diff", "--no-cache", "--select", "FDV105", "c.py", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == b""
+    assert b"FDV105" in done.stderr
