@@ -353,3 +353,31 @@ def test_a_crashing_rule_costs_one_file_not_the_run(tmp_path):
     assert errors == [errors[0]] and errors[0].startswith("a_crash.py: error: internal error") and "KeyError" in errors[0]
     assert (tmp_path / "b_fine.py").read_text() == FIXED
     assert (tmp_path / "a_crash.py").read_text() == "# CRASH\n" + BUGGY
+
+
+RESUMED = (
+    "import torch\nimport torch.nn as nn\n\n\n"
+    "def resume(model, checkpoint, device):\n"
+    "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+    "    optimizer.load_state_dict(checkpoint['optimizer'])\n"
+    "    model.to(device)\n"
+    "    return optimizer\n\n\n"
+    "def mask(x):\n    return x * torch.ones(x.shape)\n"
+)
+
+
+def test_select_and_ignore_optimizer_before_move(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(RESUMED)
+
+    def codes(*args):
+        result = fixdev("--output-format", "json", "--no-cache", *args, "m.py", cwd=tmp_path)
+        assert result.returncode == 1, result.stderr.decode()
+        return sorted(item["code"] for item in json.loads(result.stdout))
+
+    assert codes() == ["FDV101", "FDV112"]
+    for word in ("FDV112", "optimizer-before-move", "state"):
+        assert codes("--select", word) == ["FDV112"]
+        assert codes("--ignore", word) == ["FDV101"]
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nignore = ["optimizer-before-move"]\n')
+    assert codes() == ["FDV101"]
+    assert codes("--extend-select", "FDV112") == ["FDV101"]  # --ignore and ignore win over extend-select

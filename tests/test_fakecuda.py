@@ -115,6 +115,8 @@ def test_fix_is_proved_by_running_it(rule, case, spec):
         check_function(before, after, spec)
     elif kind == "cache":
         check_cache(before, after, spec)
+    elif kind == "optimizer":
+        check_optimizer(before, after, spec)
     else:
         pytest.fail(f"unknown kind {kind!r} in {rule}/run.toml")
 
@@ -185,6 +187,51 @@ def check_checkpoint(before, after, spec, tmp_path_factory=None):
         restored = getattr(after, spec["call"])(path, *extra)
         torch.manual_seed(0)
         torch.testing.assert_close(restored.weight, nn.Linear(10, 5).weight)
+
+
+def check_optimizer(before, after, spec):
+    """A function that builds an optimizer, loads a checkpoint's optimizer
+    state into it and moves the model (FDV112), called as ``call(model,
+    checkpoint, *args)``. The checkpoint holds ``spec["optimizer"]``'s state
+    after one step. On the fake GPU the next step fails before the fix and
+    runs after it; on the CPU (``cpu_args``) both step to the same weights."""
+    import torch
+    import torch.nn as nn
+
+    def model():
+        torch.manual_seed(0)
+        return evaluate(spec.get("model", "nn.Linear(4, 2)"))
+
+    def step(net, optimizer):
+        for parameter in net.parameters():
+            parameter.grad = torch.ones_like(parameter)
+        optimizer.step()
+
+    def checkpoint():
+        trained = model()
+        optimizer = eval(spec["optimizer"], {"torch": torch, "nn": nn, "model": trained})
+        step(trained, optimizer)
+        return {"model": trained.state_dict(), "optimizer": optimizer.state_dict()}
+
+    def resume(module, net, args):
+        return getattr(module, spec["call"])(net, checkpoint(), *[evaluate(a) for a in args])
+
+    for module, should_fail in ((before, True), (after, False)):
+        net = model()  # built on the CPU, outside the fake mode
+        with fake_gpu():
+            optimizer = resume(module, net, spec.get("args", ["'cuda'"]))
+            if should_fail:
+                with pytest.raises(RuntimeError, match=MISMATCH):
+                    step(net, optimizer)
+            else:
+                step(net, optimizer)
+    stepped = []
+    for module in (before, after):
+        net = model()
+        step(net, resume(module, net, spec.get("cpu_args", ["'cpu'"])))
+        stepped.append([parameter.detach() for parameter in net.parameters()])
+    for was, now in zip(*stepped):
+        torch.testing.assert_close(now, was)
 
 
 def check_function(before, after, spec):

@@ -1,0 +1,553 @@
+"""FDV112 optimizer-before-move: optimizer state loaded before the model moves."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+
+from fixdev.rule import Edit, Invalid, Rule
+
+from . import analysis, placement
+from .flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What
+
+PARAMETER_CALLS = frozenset({"parameters", "named_parameters"})
+# Module methods that may run between the optimizer and the model's move when
+# the move goes first: they read or write the weights wherever they live.
+UNCHANGED_BY_THE_MOVE = frozenset({"load_state_dict", "requires_grad_", "zero_grad"}) | (MODULE_SELF_METHODS & {"train", "eval"})
+# Builtins that only gather parameters (``filter(lambda p: p.requires_grad, ...)``).
+GATHERING = frozenset({"filter", "list", "tuple", "iter"})
+_BUILTINS = frozenset(dir(builtins))
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class OptimizerBeforeMove(Rule):
+    """
+    ## What it does
+    Finds `optimizer.load_state_dict(...)` on a `torch.optim` optimizer built
+    from a model's parameters, where the model is moved to a device
+    (`model.to(device)`, `model.cuda()`) only after the state was loaded, and
+    moves the model's move up to just before the optimizer is built.
+
+    ## Why is this bad?
+    `Optimizer.load_state_dict` puts the loaded state (momentum buffers, Adam's
+    running averages) on the device the parameters are on at that moment: the
+    CPU. `model.to(device)` then moves the parameters in place, but not the
+    optimizer's state, and the first `optimizer.step()` fails with `Expected
+    all tensors to be on the same device` (on older PyTorch, `Expected object of
+    type torch.FloatTensor but found type torch.cuda.FloatTensor`).
+
+    ## Example
+    ```python
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model.to(device)
+    ```
+
+    ## Use instead
+    ```python
+    model = Net()
+    model.to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    ```
+
+    ## Fix safety
+    The model is on the device earlier: when the optimizer is built and while
+    the code between runs. The fix is made only when that code uses the model
+    in ways the move does not change (gathering its parameters for an
+    optimizer, counting them, `load_state_dict`, `train()`/`eval()`,
+    `print(model)`), does not rebind it or anything the move reads, and calls
+    none of the file's own functions; the move statement (with its comments,
+    or its `if args.cuda:` guard) is moved whole.
+
+    ## When it stays silent
+    When the model is moved before the state is loaded, when the move is not
+    known to be to a device (`model.to(dtype)`, `model.to(x)` with `x` unknown),
+    for schedulers and other objects with a `load_state_dict`, and for
+    optimizers whose parameters come from something other than
+    `model.parameters()`. Reported without a fix: the move in another block or
+    function than the optimizer's construction (`if args.cuda:` below an
+    `if resume:` branch), an optimizer made in several places, and code between
+    that uses the model otherwise (runs it, copies it, passes it to a function).
+    """
+
+    code = "FDV112"
+    name = "optimizer-before-move"
+    group = "state"
+    message = "Optimizer state loaded before the model moves stays on the old device; move the model first"
+    trigger = (r"\.load_state_dict\s*\(", r"\.(?:to|cuda)\s*\(", r"optim")
+
+    VALID = [
+        # moved first: the state is loaded onto the device
+        (
+            "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nmodel.to('cuda')\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\noptimizer.load_state_dict(state)\n"
+        ),
+        # a scheduler's state is not the parameters'
+        (
+            "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2).to('cuda')\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)\nscheduler.load_state_dict(state)\nmodel.to('cuda')\n"
+        ),
+        # no state loaded: an optimizer made before an in-place move steps the moved parameters
+        "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel.cuda()\n",
+        # .to(dtype) does not move
+        (
+            "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "optimizer.load_state_dict(state)\nmodel.to(torch.float64)\n"
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nimport torch.nn as nn\ndevice = torch.device('cuda')\nmodel = nn.Linear(4, 2)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+            "optimizer.load_state_dict(state)\nmodel.to(device)\n",
+            "import torch\nimport torch.nn as nn\ndevice = torch.device('cuda')\nmodel = nn.Linear(4, 2)\nmodel.to(device)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)\n"
+            "optimizer.load_state_dict(state)\n",
+        ),
+        Invalid(
+            "import torch\nimport torch.nn as nn\n\n\ndef resume(model, checkpoint, use_cuda):\n"
+            "    optimizer = torch.optim.Adam(model.parameters())\n    if checkpoint:\n"
+            "        optimizer.load_state_dict(checkpoint['optimizer'])\n    if use_cuda:\n        model.cuda()\n    return optimizer\n",
+            "import torch\nimport torch.nn as nn\n\n\ndef resume(model, checkpoint, use_cuda):\n    if use_cuda:\n        model.cuda()\n"
+            "    optimizer = torch.optim.Adam(model.parameters())\n    if checkpoint:\n"
+            "        optimizer.load_state_dict(checkpoint['optimizer'])\n    return optimizer\n",
+        ),
+        # the move is in another block than the optimizer: reported
+        Invalid(
+            "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nif resume:\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    optimizer.load_state_dict(state)\n"
+            "else:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel.cuda()\n",
+            None,
+        ),
+        # the model runs in between: moving it first would change that
+        Invalid(
+            "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\noptimizer.load_state_dict(state)\n"
+            "print(model(torch.zeros(1, 4)))\nmodel.cuda()\n",
+            None,
+        ),
+    ]
+
+    def visit_Module(self, node) -> None:
+        flow = analysis.flow_of(self)
+        parents = analysis.ast_parents(flow)
+        for load in ast.walk(flow.tree):
+            if type(load) is ast.Call and type(load.func) is ast.Attribute and load.func.attr == "load_state_dict":
+                self._check(flow, parents, load)
+
+    def _check(self, flow, parents: dict, load: ast.Call) -> None:
+        optimizer = flow.value(load.func.value)
+        if optimizer.ref != OPTIMIZER or not isinstance(optimizer.parts, frozenset):
+            return
+        scope = _scope_of(parents, load)
+        if not isinstance(scope, (*_FUNCTIONS, ast.Module)):
+            return
+        makers = sorted(optimizer.parts, key=_position)
+        models: set[str] = set()
+        for maker in makers:
+            chains = _model_chains(parents, maker)
+            if _scope_of(parents, maker) is not scope:
+                # made in another method: only `self.model` names the same model here
+                chains = {chain for chain in chains if _same_self(parents, maker, scope, chain)}
+            models |= chains
+        if not models:
+            return
+        moves = [move for move in _moves(flow, scope, models) if _position(move) > _position(load)]
+        move = next((m for m in moves if _runs_after(parents, load, m)), None)
+        if move is None:
+            return
+        receiver = move.func.value
+        before = {placement for placement, _ in flow.where(receiver)}
+        if before and all(isinstance(placement, Device) for placement in before):
+            return  # already on a device when the state was loaded
+        moved_chain = _chain(receiver)
+        fix, fix_message = (), ""
+        if len(makers) == 1 and all(_covers(moved_chain, chain) for chain in models):
+            made = self._fix(flow, parents, makers[0], load, move, moved_chain)
+            if made is not None:
+                fix, fix_message = made
+        self.report_at(*flow.span(load), fix=fix, fix_message=fix_message)
+
+    # -- the fix: the move statement goes just before the optimizer's construction ----
+
+    def _fix(self, flow, parents: dict, maker: ast.Call, load: ast.Call, move: ast.Call, chain: str) -> tuple[tuple[Edit, ...], str] | None:
+        made = _statement_of(parents, maker)
+        if not (isinstance(made, (ast.Assign, ast.AnnAssign)) and made.value is maker):
+            return None
+        statement = _move_statement(parents, move, chain)
+        if statement is None:
+            return None
+        block = _block_of(parents, made)
+        if block is None or not any(s is statement for s in block):
+            return None
+        first = next(i for i, s in enumerate(block) if s is made)
+        last = next(i for i, s in enumerate(block) if s is statement)
+        between = block[first:last]
+        if first >= last or not any(_contains(s, load) for s in between):
+            return None
+        if not self._between_is_unchanged(flow, parents, between, statement, move, chain):
+            return None
+        return self._edits(flow, block, first, last, statement, chain)
+
+    def _between_is_unchanged(self, flow, parents: dict, between: list, statement: ast.stmt, move: ast.Call, chain: str) -> bool:
+        """Nothing between the optimizer and the move uses the model in a way
+        the move changes, rebinds what the move reads, or calls the file's own
+        code (which may reach the model through a global or ``self``)."""
+        root = chain.split(".")[0]
+        identity = flow.value(move.func.value).parts
+        identity = identity if isinstance(identity, frozenset) else frozenset()
+        reads = _reads(statement) - {root}
+        read_chains = {c for c in (_chain(n) for n in ast.walk(statement) if isinstance(n, ast.Attribute)) if c}
+        own = _own_definitions(flow)
+        for node in (n for s in between for n in ast.walk(s)):
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                stored = _chain(node)
+                if stored is not None and (stored.split(".")[0] in reads or stored in read_chains or _covers(stored, chain) or _covers(chain, stored)):
+                    return False
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Name) and func.id in own:
+                    return False
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == root and "." in chain and _chain(func) != chain:
+                    if not _covers(chain, _chain(func)):
+                        return False  # self.helper(): may use self.model
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if not self._use_is_unchanged(flow, parents, node, chain, identity):
+                    return False
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and identity:
+                value = flow.value(node)
+                if value.what is What.MODULE and isinstance(value.parts, frozenset) and value.parts & identity:
+                    if not _allowed_use(flow, parents, node):  # an alias of the model
+                        return False
+        return True
+
+    def _use_is_unchanged(self, flow, parents: dict, name: ast.Name, chain: str, identity: frozenset) -> bool:
+        top = name
+        while isinstance(parents.get(top), ast.Attribute) and parents[top].value is top:
+            top = parents[top]
+        used = _chain(top) or name.id
+        value = flow.value(name)
+        alias = identity and value.what is What.MODULE and isinstance(value.parts, frozenset) and value.parts & identity
+        if name.id != chain.split(".")[0] and not alias:
+            return True
+        if "." in chain and not alias and not (_covers(chain, used) or _covers(used, chain)):
+            if used == name.id:
+                return False  # `self` itself passed on: it reaches the model
+            return True  # self.lr, self.device: another attribute
+        return _allowed_use(flow, parents, top)
+
+    def _edits(self, flow, block: list, first: int, last: int, statement: ast.stmt, chain: str) -> tuple[tuple[Edit, ...], str] | None:
+        text = self.context.text
+        made_start = flow.span(block[first])[0]
+        move_start, move_end = flow.span(statement)
+        insert_at = _line_start(text, made_start)
+        cut_start = _line_start(text, move_start)
+        indent = text[insert_at:made_start]
+        if indent.strip() or text[cut_start:move_start] != indent:
+            return None  # not alone on their lines, or indented differently
+        after = _LINE_BREAK.search(text, move_end)
+        if after is None:
+            return None  # the move ends the file without a line break
+        rest = text[move_end : after.start()].strip()
+        if rest and not rest.startswith("#"):
+            return None  # `model.cuda(); other()`
+        cut_end = after.end()
+        # comment lines right above a statement belong to it
+        cut_start = _comments_above(text, cut_start, flow.span(block[last - 1])[1], indent)
+        if first > 0:
+            insert_at = _comments_above(text, insert_at, flow.span(block[first - 1])[1], indent)
+        moved = text[cut_start:cut_end]
+        edits = (Edit(insert_at, insert_at, moved), Edit(cut_start, cut_end, ""))
+        facts = analysis.of(self)
+        anchor = facts.statement_at(made_start)
+        if anchor is None:
+            return None
+        # the model itself is bound there: the optimizer gets its parameters
+        for name in sorted(_reads(statement) - _BUILTINS - {chain.split(".")[0]}):
+            if not placement.name_bound_at(facts, name, anchor):
+                return None
+        return edits, f"Move `{chain}` to its device before the optimizer is made"
+
+
+# -- what the optimizer holds ---------------------------------------------------------
+
+
+def _model_chains(parents: dict, maker: ast.Call) -> set[str]:
+    """The chains whose ``.parameters()`` the optimizer gets: in its
+    arguments, or through a name bound once to them (``params =
+    model.parameters()``)."""
+    chains: set[str] = set()
+    arguments = [*maker.args, *(k.value for k in maker.keywords if k.arg in ("params", None))][:1] or []
+    for argument in arguments:
+        for node in ast.walk(argument):
+            chains |= _parameter_owner(node)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                bound = _sole_binding(parents, maker, node.id)
+                if bound is not None:
+                    for sub in ast.walk(bound):
+                        chains |= _parameter_owner(sub)
+    return chains  # modules: the moves found for them are checked to be
+
+
+def _parameter_owner(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PARAMETER_CALLS:
+        owner = _chain(node.func.value)
+        if owner is not None:
+            return {owner}
+    return set()
+
+
+def _sole_binding(parents: dict, maker: ast.Call, name: str) -> ast.AST | None:
+    """The value ``name`` has where the optimizer is made: the nearest
+    statement before it, in its block, that binds ``name``, when that is a
+    plain ``name = value``."""
+    statement = _statement_of(parents, maker)
+    block = _block_of(parents, statement) if statement is not None else None
+    if block is None:
+        return None
+    index = next(i for i, s in enumerate(block) if s is statement)
+    for earlier in reversed(block[:index]):
+        stores = [n for n in ast.walk(earlier) if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)]
+        if not stores:
+            continue
+        if isinstance(earlier, ast.Assign) and len(earlier.targets) == 1 and earlier.targets[0] is stores[0] and len(stores) == 1:
+            return earlier.value
+        return None
+    return None
+
+
+def _same_self(parents: dict, maker: ast.Call, scope: ast.AST, chain: str) -> bool:
+    """``self.model`` in two methods of one class names the same model."""
+    other = _scope_of(parents, maker)
+    if not (isinstance(other, _FUNCTIONS) and isinstance(scope, _FUNCTIONS)):
+        return False
+    if parents.get(other) is not parents.get(scope) or not isinstance(parents.get(scope), ast.ClassDef):
+        return False
+    first = [f.args.args[0].arg if f.args.args else None for f in (other, scope)]
+    return first[0] is not None and first[0] == first[1] and chain.startswith(first[0] + ".")
+
+
+# -- the model's moves ------------------------------------------------------------------
+
+
+def _moves(flow, scope: ast.AST, models: set[str]) -> list[ast.Call]:
+    """``X.to(device)`` / ``X.cuda()`` in ``scope`` (not in nested functions)
+    that move one of ``models`` (or a module holding it) onto a device."""
+    found = []
+    for node in _own_nodes(scope):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda")):
+            continue
+        chain = _chain(node.func.value)
+        if chain is None or not any(_covers(chain, model) for model in models):
+            continue
+        if flow.what(node.func.value) is not What.MODULE:
+            continue
+        after = {placement for placement, _ in flow.where(node)}
+        if after and all(isinstance(placement, Device) for placement in after):
+            found.append(node)
+    return sorted(found, key=_position)
+
+
+def _move_statement(parents: dict, move: ast.Call, chain: str) -> ast.stmt | None:
+    """The statement that is the move and nothing else: ``model.to(d)``,
+    ``model = model.to(d)``, or an ``if`` holding only that (``if args.cuda:``)."""
+    statement = parents.get(move)
+    plain = (isinstance(statement, ast.Expr) and statement.value is move) or (
+        isinstance(statement, ast.Assign)
+        and statement.value is move
+        and len(statement.targets) == 1
+        and _chain(statement.targets[0]) == chain
+    )
+    if not plain or move.func.attr not in ("to", "cuda") or any(isinstance(n, ast.Call) for a in (*move.args, *(k.value for k in move.keywords)) for n in ast.walk(a) if not _device_call(n)):
+        return None
+    guard = parents.get(statement)
+    if isinstance(guard, ast.If) and guard.body == [statement] and not guard.orelse and not any(isinstance(n, ast.Call) and not _device_call(n) for n in ast.walk(guard.test)):
+        return guard
+    return statement
+
+
+def _device_call(node: ast.AST) -> bool:
+    """Calls a move may keep reading after it moves up: they have no effects."""
+    if not isinstance(node, ast.Call):
+        return True
+    chain = _chain(node.func) or ""
+    return chain in ("torch.device", "torch.cuda.is_available", "torch.cuda.current_device") or chain.endswith(".is_available")
+
+
+# -- uses of the model between the optimizer and the move ------------------------------
+
+
+def _allowed_use(flow, parents: dict, node: ast.expr) -> bool:
+    """``node`` (the model, or a chain through it) is used in a way that
+    reads the same whether the model is on the CPU or a device."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        node, parent = parent, parents.get(parent)  # model.fc.parameters: climb to the method
+    if isinstance(node, ast.Attribute) and isinstance(parent, ast.Call) and parent.func is node:
+        method = node.attr
+        if method in PARAMETER_CALLS:
+            return _parameters_kept(flow, parents, parent)
+        if method in UNCHANGED_BY_THE_MOVE:
+            return isinstance(parents.get(parent), (ast.Expr, ast.Assign))
+        return False
+    # print(model)
+    return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "print" and isinstance(parents.get(parent), ast.Expr)
+
+
+def _parameters_kept(flow, parents: dict, call: ast.Call) -> bool:
+    """``model.parameters()`` given to an optimizer, bound to a name, gathered
+    (``filter``, comprehensions, parameter groups) into one of those, or
+    counted (``sum(p.numel() for p in ...)``): the same objects after an
+    in-place move."""
+    node = call
+    while True:
+        parent = parents.get(node)
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            if flow.value(parent).ref == OPTIMIZER:
+                return True
+            if not (isinstance(parent.func, ast.Name) and parent.func.id in GATHERING | {"sum"}):
+                return False
+            if parent.func.id == "sum":
+                return _counts(node)  # a number, the same on any device
+        elif isinstance(parent, ast.comprehension) and parent.iter is node:
+            parent = parents.get(parent)
+            if not isinstance(parent, (ast.ListComp, ast.GeneratorExp)) or not _plain_element(parent):
+                return False
+        elif isinstance(parent, (ast.List, ast.Tuple, ast.Dict, ast.BinOp, ast.keyword, ast.Lambda)):
+            pass
+        elif isinstance(parent, ast.Assign):
+            return all(isinstance(target, ast.Name) for target in parent.targets)
+        else:
+            return False
+        node = parent
+
+
+def _counts(node: ast.AST) -> bool:
+    """``sum(p.numel() for p in ...)``."""
+    return isinstance(node, ast.GeneratorExp) and isinstance(node.elt, ast.Call) and isinstance(node.elt.func, ast.Attribute) and node.elt.func.attr == "numel"
+
+
+def _plain_element(comprehension: ast.AST) -> bool:
+    """``[p for p in ...]``, filtered by ``if p.requires_grad``, or counting."""
+    return _counts(comprehension) or isinstance(comprehension.elt, ast.Name) and all(
+        isinstance(n, (ast.Name, ast.Attribute, ast.Load, ast.UnaryOp, ast.Not, ast.BoolOp, ast.And, ast.Or, ast.comprehension, ast.Compare, ast.Constant))
+        for generator in comprehension.generators
+        for condition in generator.ifs
+        for n in ast.walk(condition)
+    )
+
+
+# -- small helpers over the ast ---------------------------------------------------------
+
+
+def _chain(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _chain(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _covers(outer: str | None, inner: str | None) -> bool:
+    """Moving ``outer`` moves ``inner``: the same chain, or a submodule of it."""
+    return outer is not None and inner is not None and (inner == outer or inner.startswith(outer + "."))
+
+
+def _position(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, node.col_offset
+
+
+def _scope_of(parents: dict, node: ast.AST) -> ast.AST | None:
+    node = parents.get(node)
+    while node is not None and not isinstance(node, (*_SCOPES, ast.Module)):
+        node = parents.get(node)
+    return node
+
+
+def _statement_of(parents: dict, node: ast.AST) -> ast.stmt | None:
+    while node is not None and not isinstance(node, ast.stmt):
+        node = parents.get(node)
+    return node
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of ``scope``'s body, not those of functions, classes or
+    lambdas inside it."""
+    stack = list(reversed(scope.body)) if hasattr(scope, "body") and isinstance(scope.body, list) else []
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, _SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _block_of(parents: dict, statement: ast.stmt) -> list | None:
+    """The statement list ``statement`` is in."""
+    owner = parents.get(statement)
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(owner, field, None)
+        if isinstance(block, list) and any(s is statement for s in block):
+            return block
+    return None
+
+
+def _contains(root: ast.AST, node: ast.AST) -> bool:
+    return any(sub is node for sub in ast.walk(root))
+
+
+def _runs_after(parents: dict, first: ast.AST, second: ast.AST) -> bool:
+    """``second`` runs after ``first`` when both run: they sit in one list of
+    statements (perhaps nested inside its entries), ``first``'s entry before
+    ``second``'s; not in two branches of one ``if`` or ``try``."""
+    ancestors = []
+    node = _statement_of(parents, first)
+    while node is not None:
+        ancestors.append(node)
+        node = parents.get(node)
+    node = _statement_of(parents, second)
+    while node is not None:
+        block = _block_of(parents, node) if isinstance(node, ast.stmt) else None
+        if block is not None:
+            earlier = next((s for s in block if any(s is a for a in ancestors)), None)
+            if earlier is not None:
+                return earlier is not node and _position(earlier) < _position(node)
+        node = parents.get(node)
+    return False
+
+
+def _reads(statement: ast.stmt) -> set[str]:
+    return {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _own_definitions(flow) -> set[str]:
+    """Names of the file's functions and classes."""
+    return {n.name for n in ast.walk(flow.tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))}
+
+
+def _line_start(text: str, offset: int) -> int:
+    return max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+
+
+def _comments_above(text: str, start: int, floor: int, indent: str) -> int:
+    """``start`` moved up over the comment lines, indented alike, right above
+    it (and below ``floor``, the end of the statement before)."""
+    while start > floor:
+        line_end = start - 1
+        if text[line_end] == "\n" and line_end > 0 and text[line_end - 1] == "\r":
+            line_end -= 1
+        line_begin = _line_start(text, line_end)
+        if line_begin < floor:
+            break
+        line = text[line_begin:line_end]
+        if not (line.startswith(indent) and line[len(indent) :].startswith("#")):
+            break
+        start = line_begin
+    return start
