@@ -103,7 +103,8 @@ def flow_of(rule: "Rule") -> "FileFlow":
     if "flow" not in shared:
         from .flow import FileFlow
 
-        shared["flow"] = FileFlow(rule.context.text)
+        # calls of the run's other files' functions: codemods.project's facts, when the engine has them
+        shared["flow"] = FileFlow(rule.context.text, project=rule.context.project)
     return shared["flow"]
 
 

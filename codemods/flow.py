@@ -56,8 +56,10 @@ What it knows (everything else is UNKNOWN):
 - Functions of the file: a summary (parameters -> result, parameters that meet
   a device, modules they move), and their call sites' arguments as context when
   every use of the function's name is a call a run has seen.
-- Deliberately unknown: other files' functions and classes (what they return,
-  whether they move what they are given), attributes assigned outside
+- Other files' functions: what they return whatever they are given, when a
+  project is passed (``FileFlow(text, project=...)``, see ``codemods.project``).
+- Deliberately unknown: other files' classes, whether other files' functions
+  move what they are given, attributes assigned outside
   ``__init__``, a tensor's number of dimensions (only ``torch.tensor(3.0)``,
   full reductions and ``t[i]`` may be 0-dim, which is never a finding), aliasing
   of tensors, ``setattr``/``getattr`` with computed names, lambdas, class bodies.
@@ -557,6 +559,13 @@ def _is_model_builder(name: str, call: ast.Call) -> bool:
     return False
 
 
+def _imported(node: ast.ImportFrom, name: str) -> str:
+    """The qualified name ``from M import name`` binds: ``.mod.f`` for both
+    ``from .mod import f`` and ``from . import mod`` then ``mod.f``."""
+    module = "." * node.level + (node.module or "")
+    return f"{module}.{name}" if node.module else module + name
+
+
 def _chain(node: ast.AST) -> str | None:
     """``a.b.c`` for a name or attribute chain, else None."""
     if type(node) is ast.Name:
@@ -723,7 +732,7 @@ class _Index:
                         continue
                     name = alias.asname or alias.name
                     scope.bind(name)
-                    scope.imports[name] = f"{module}.{alias.name}"
+                    scope.imports[name] = _imported(node, alias.name)
             elif kind is ast.Global or kind is ast.Nonlocal:
                 scope.declared.update(node.names)
             elif kind is ast.Delete:
@@ -1331,10 +1340,9 @@ class _Run:
         return state
 
     def s_importfrom(self, node: ast.ImportFrom, state: dict) -> dict:
-        module = "." * node.level + (node.module or "")
         for alias in node.names:
             if alias.name != "*":
-                state[alias.asname or alias.name] = self.flow._ref(f"{module}.{alias.name}")
+                state[alias.asname or alias.name] = self.flow._ref(_imported(node, alias.name))
         return state
 
     def s_match(self, node: ast.Match, state: dict) -> dict | None:
@@ -1871,6 +1879,12 @@ class _Run:
         if name.startswith("einops.") and positional:
             return self.combine(node, list(zip(node.args, positional)), state)
         self._forget_modules(positional, keywords, state)
+        project = self.flow.project
+        if project is not None and self.summaries:
+            # another file's function: what it returns whatever it is given (codemods.project)
+            returned = project.call(name, node)
+            if returned is not None:
+                return returned
         return UNKNOWN_VALUE
 
     def torch_call(self, name: str, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
@@ -2507,7 +2521,10 @@ class FileFlow:
     parsed ``ast.Module``; then ``span``/``node_at`` need ``text=``). A text
     Python cannot parse has no facts: everything is unknown, no sinks."""
 
-    def __init__(self, source: str | ast.Module, text: str | None = None) -> None:
+    def __init__(self, source: str | ast.Module, text: str | None = None, project=None) -> None:
+        # project: what the other files of the run return (codemods.project's
+        # view for this file), or None: calls of their functions are unknown
+        self.project = project
         if isinstance(source, ast.Module):
             tree, self.text = source, text
         else:
@@ -2643,6 +2660,46 @@ class FileFlow:
     def span(self, node: ast.AST) -> tuple[int, int]:
         """Character offsets of ``node`` in the text."""
         return self._offset(node.lineno, node.col_offset), self._offset(node.end_lineno, node.end_col_offset)
+
+    # -- what other files may ask (codemods.project) -----------------------------------
+
+    def module_binding(self, name: str) -> ast.AST | str | None:
+        """What a module-level name (``f``, or ``Cls.f`` for a static or class
+        method) is bound to when that is its only binding: the ``def``, or the
+        qualified name an import binds it to; None otherwise (bound twice, under
+        a decorator that may change what it returns, declared global somewhere)."""
+        module = self._index.module
+        head, _, attr = name.partition(".")
+        if module.counts.get(head) != 1 or any(head in scope.declared for scope in self._index.scopes.values()):
+            return None
+        if not attr:
+            if head in module.imports:
+                return module.imports[head]
+            found = module.defs.get(head)
+            if type(found) not in _FUNCTIONS:
+                return None
+        else:
+            cls = module.defs.get(head)
+            info = self._index.classes.get(cls) if type(cls) is ast.ClassDef else None
+            found = info.methods.get(attr) if info is not None and "." not in attr else None
+            if found is None or self._index.scopes[cls].counts.get(attr) != 1:
+                return None
+            kinds = {d.id for d in found.decorator_list if type(d) is ast.Name and d.id not in module.counts}
+            if not kinds & {"staticmethod", "classmethod"}:
+                return None  # an instance method: what it returns depends on the instance
+        for decorator in found.decorator_list:
+            bare = type(decorator) is ast.Name and decorator.id in ("staticmethod", "classmethod") and decorator.id not in module.counts
+            if not bare and self._qualified(decorator, module) not in TRANSPARENT_DECORATORS:
+                return None
+        return found
+
+    def returned(self, function: ast.AST) -> Value | None:
+        """What a function of this file returns with its parameters as
+        themselves (the result of its summary); None for a generator."""
+        run = self._symbolic(self._index.scopes[function])
+        if run is None or run.generator:
+            return None
+        return run.returns if run.returns is not None else SCALAR_VALUE
 
     # -- laziness, once per file ---------------------------------------------------------
 

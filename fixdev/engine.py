@@ -176,15 +176,16 @@ class Engine:
         self.rules = tuple(rule for rule in rules if rule.code not in ignored)
         self.options = options or {}
 
-    def lint(self, text: str) -> list[Finding]:
-        """Findings for ``text``, sorted by position, suppressions applied."""
+    def lint(self, text: str, project: Any = None) -> list[Finding]:
+        """Findings for ``text``, sorted by position, suppressions applied.
+        ``project``: facts about the run's other files, handed to the rules as is."""
         rules = [rule for rule in self.rules if rule.might_match(text)]
         if not rules:
             syntax_check(text)
             return []
         module = parse(text)
         wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-        context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options)
+        context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, project=project)
         visitors = [rule(context) for rule in rules]
         context.run(visitors)
         findings = [finding for visitor in visitors for finding in visitor.findings]
@@ -200,7 +201,7 @@ class Engine:
         # After suppression: silencing one rule must not hide another's finding.
         return sorted(_one_per_span(findings), key=lambda f: (f.start, f.code, f.end, f.message))
 
-    def fix(self, text: str, approve: Approver | None = None) -> FixOutcome:
+    def fix(self, text: str, approve: Approver | None = None, project: Any = None) -> FixOutcome:
         """Apply fixes until none is left; ``approve`` may veto each one."""
         outcome = FixOutcome(text)
         rounds: list[list[Edit]] = []  # the edits of each round, as applied
@@ -209,7 +210,7 @@ class Engine:
         # rule and its span in the original text, which do not change.
         declined: set[tuple[str, int, int]] = set()
         for _ in range(MAX_ROUNDS):
-            findings = self.lint(outcome.text)
+            findings = self.lint(outcome.text, project)
             taken: list[Edit] = []
             chosen: list[Finding] = []
             for finding in findings:

@@ -298,13 +298,16 @@ class Invalid:
 @dataclass
 class RuleContext:
     """What one run of the rules over one file shares: the tree, its metadata,
-    the options, and a cache for analyses that several rules use."""
+    the options, and a cache for analyses that several rules use. ``project``:
+    facts about the run's other files, opaque to the engine (the analysis
+    asks it; None for source without a run around it, such as stdin)."""
 
     module: cst.Module
     text: str
     wrapper: cst.MetadataWrapper
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     shared: dict[str, Any] = field(default_factory=dict)
+    project: Any = None
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         """What a name or attribute refers to, through imports and aliases:

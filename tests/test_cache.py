@@ -18,9 +18,9 @@ def counted(tmp_path, monkeypatch):
     calls = []
     real = engine.Engine.lint
 
-    def lint(self, text):
+    def lint(self, text, *rest):
         calls.append(text)
-        return real(self, text)
+        return real(self, text, *rest)
 
     monkeypatch.setattr(engine.Engine, "lint", lint)
     return calls

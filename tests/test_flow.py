@@ -1078,3 +1078,72 @@ def test_optimizers_are_known_with_the_calls_that_made_them():
     assert opt.ref == OPTIMIZER and {call.lineno for call in opt.parts} == set(sorted(makers)[:2]) and len(makers) == 3
     assert scheduler.ref is None
     assert attribute.ref == OPTIMIZER and {call.lineno for call in attribute.parts} == {max(makers)}
+
+
+# -- facts from the run's other files (codemods.project) -----------------------------------
+
+SUMMARIES = [
+    ("def f():\n    return torch.from_numpy(np.zeros(3))", ("tensor", "host", False)),
+    ("def f():\n    return torch.tensor(3.0)", ("tensor", "host", True)),
+    ("def f():\n    return torch.zeros(3).cuda()", ("tensor", "device", False)),
+    ("device = torch.device('cuda')\ndef f():\n    return torch.zeros(3, device=device)", ("tensor", "device", False)),
+    ("def f():\n    a = torch.zeros(3)\n    return a, a.cuda()", ("batch", ((0, ("tensor", "host", False)), (1, ("tensor", "device", False))), None)),
+    ("def f(n):\n    return DataLoader(torch.utils.data.TensorDataset(torch.zeros(n, 3)))", ("loader",)),
+    ("def f():\n    return nn.Linear(3, 3)", ("module", "host", 0)),
+    ("def f():\n    return torch.device('cuda' if torch.cuda.is_available() else 'cpu')", ("device",)),
+    ("def f():\n    return np.zeros(3)", ("array",)),
+    ("@torch.no_grad()\ndef f():\n    return torch.zeros(3)", ("tensor", "host", False)),
+    ("class C:\n    @staticmethod\n    def f():\n        return torch.zeros(3)\nf = C.f", None),  # f: bound by an assignment
+    # what depends on the arguments, or on more than the function shows, is unknown
+    ("def f(x):\n    return x", None),
+    ("def f(x):\n    return x.cuda()", None),
+    ("def f(x, device):\n    return x.to(device)", None),
+    ("def f(x):\n    return torch.zeros(3, device=x.device)", None),
+    ("def f(ds):\n    return DataLoader(ds)", None),
+    ("def f(x):\n    if x:\n        return torch.zeros(3)\n    return torch.zeros(3).cuda()", None),
+    ("def f():\n    yield torch.zeros(3)", None),
+    ("@cached\ndef f():\n    return torch.zeros(3)", None),
+    ("def f():\n    return torch.zeros(3)\nf = wrapped(f)", None),
+    ("try:\n    from fast import f\nexcept ImportError:\n    def f():\n        return torch.zeros(3)", None),
+]
+
+
+@pytest.mark.parametrize("source, expected", SUMMARIES)
+def test_what_another_files_function_returns(tmp_path, source, expected):
+    from fixdev.codemods.project import Project
+
+    (tmp_path / "other.py").write_text(prepare(source) + "\n")
+    facts = Project([tmp_path / "other.py"]).for_file(tmp_path / "main.py")
+    assert facts.fact("other.f") == expected
+    assert facts.used() == (("other.f", expected),)
+
+
+def test_a_call_resolved_through_the_project(tmp_path):
+    from fixdev.codemods.project import Project
+
+    (tmp_path / "data.py").write_text(prepare("def load_batch():\n    return torch.from_numpy(np.zeros(3))\n"))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("from .inner import make\n")
+    (tmp_path / "pkg" / "inner.py").write_text(prepare("def make():\n    return torch.zeros(3).cuda()\n"))
+    text = prepare(
+        """
+        import torch
+        import data
+        from pkg import make
+        x = data.load_batch()
+        #^ x
+        y = make()
+        z = other.load_batch()
+        """
+    )
+    project = Project([tmp_path / "data.py", tmp_path / "pkg" / "__init__.py", tmp_path / "pkg" / "inner.py", tmp_path / "main.py"], root=tmp_path)
+    flow = FileFlow(text, project=project.for_file(tmp_path / "main.py"))
+    node = marked(flow, text)
+    assert describe(flow, node) == "tensor Host"
+    (origin,) = {o for _, o in flow.where(node)}
+    assert isinstance(origin, ast.Name) and origin.id == "x" and isinstance(origin.ctx, ast.Store), "made where this file binds it"
+    names = {n.targets[0].id: n.targets[0] for n in flow.tree.body if isinstance(n, ast.Assign)}
+    assert describe(flow, names["y"]) == "tensor Device(None)"
+    assert describe(flow, names["z"]) == "unknown Unknown"
+    alone = FileFlow(text)
+    assert describe(alone, marked(alone, text)) == "unknown Unknown", "without the project"

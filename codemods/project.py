@@ -1,0 +1,337 @@
+"""What the other files of a run tell one file's device flow: what their
+functions return (issue 11: a project function that returns
+``torch.from_numpy(...)`` returns a host tensor).
+
+``Project(paths)`` is made once per run from the run's paths, without reading
+them: which file each module name an import may use means. ``pkg/mod.py`` is
+``pkg.mod`` (up through folders with an ``__init__.py``, and relative to the
+folder fixdev runs from); a bare ``mod`` is the importing file's sibling
+``mod.py``, as for a script run from its folder (``from model import Net``);
+``from .mod import f`` is found from the importing file. A name two files
+could provide means none.
+
+``Project.for_file(path)`` is what one file's analysis asks
+(``FileFlow(text, project=...)``): for the qualified name a call uses
+(``data.load_batch`` after ``from data import load_batch``), what the function
+returns whatever it is given, as a small fact (``("tensor", "host", False)``),
+or None: unknown, and unknown never fixes. Only facts that hold for any
+arguments are kept: a function returning its parameter, or a tensor on a
+device its parameter names, returns None. The other file is read, parsed
+(CPython's ``ast``) and interpreted only when a call asks, once per process,
+without facts of other files (a function returning another file's function's
+result is unknown), except that a name a package's ``__init__.py`` imports
+from its modules is followed there.
+
+Each file's view keeps what it asked and what it got (``used()``): the result
+cache stores it with the file's result and serves that result only while
+every answer is still the same (``agrees``), so editing another file's
+function recomputes exactly the files that called it.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+from typing import Iterable
+
+from .flow import (
+    ARRAY_VALUE,
+    HOST,
+    MOVES_INPUTS,
+    NOTHING,
+    PARAM_FREE,
+    PENDING,
+    UNKNOWN_VALUE,
+    ZERO_DIM,
+    Device,
+    FileFlow,
+    Parts,
+    Value,
+    What,
+    _container,
+    _host_loader,
+)
+
+# Larger files are not analysed at all (fixdev.runner.MAX_CHARACTERS).
+MAX_CHARACTERS = 2_000_000
+# Names that are never a file of the run: the analysis knows them itself.
+_KNOWN_ROOTS = frozenset({"torch", "numpy", "builtins", "torchvision", "timm", "transformers", "einops"})
+_MAX_DEPTH = 3  # nesting of batches kept in a fact
+_MAX_REEXPORTS = 3  # `from .loader import load_batch` in a package's __init__, followed this far
+_IDENTIFIER = re.compile(r"[^\W\d]\w*")
+_AMBIGUOUS = object()
+
+
+class Project:
+    """The run's files by module name; facts about their functions, made on demand."""
+
+    def __init__(self, paths: Iterable[Path], root: Path | None = None) -> None:
+        self.files = frozenset(_normal(path) for path in paths if str(path).endswith(".py"))
+        root_text = os.path.abspath(root or Path.cwd())
+        self.modules: dict[str, frozenset] = {}
+        packages: dict[str, bool] = {}
+        found: dict[str, set] = {}
+        for path in self.files:
+            for name in _module_names(path, root_text, self.files, packages):
+                found.setdefault(name, set()).add(path)
+        self.modules = {name: frozenset(paths) for name, paths in found.items()}
+        self._facts: dict[tuple, tuple | None] = {}
+        self._flows: dict[str, FileFlow | None] = {}
+
+    def __getstate__(self) -> dict:
+        # Workers get the index only: the facts are made again where asked.
+        return {"files": self.files, "modules": self.modules}
+
+    def __setstate__(self, state: dict) -> None:
+        self.files, self.modules = state["files"], state["modules"]
+        self._facts, self._flows = {}, {}
+
+    def for_file(self, path: Path) -> "FileFacts":
+        return FileFacts(self, _normal(path))
+
+    # -- answers ---------------------------------------------------------------------
+
+    def answer(self, name: str, importer: str, depth: int = 0) -> tuple | None:
+        """The fact about what the function ``name`` (as ``importer`` imports
+        it) returns; None when unknown."""
+        level = len(name) - len(name.lstrip("."))
+        parts = name[level:].split(".")
+        if not all(parts) or (not level and parts[0] in _KNOWN_ROOTS):
+            return None
+        # the longest prefix that is a module of the run: pkg.mod.f, then pkg with mod.f
+        for cut in range(len(parts) - 1, -1 if level else 0, -1):
+            module = "." * level + ".".join(parts[:cut])
+            path = self._module_file(module, importer)
+            if path is _AMBIGUOUS:
+                return None
+            if path is not None:
+                attribute = parts[cut:]
+                return self._fact(path, ".".join(attribute), depth) if len(attribute) <= 2 else None
+        return None
+
+    def _module_file(self, module: str, importer: str):
+        """The run's file ``module`` means for ``importer``: a path, None (not
+        a file of the run) or ``_AMBIGUOUS`` (two files could be meant)."""
+        level = len(module) - len(module.lstrip("."))
+        dotted = module[level:]
+        base = os.path.dirname(importer)
+        if level:
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            candidates = self._at(base, dotted)
+        else:
+            candidates = self._at(base, dotted) | self.modules.get(dotted, frozenset())
+        if len(candidates) > 1:
+            return _AMBIGUOUS
+        return next(iter(candidates)) if candidates else None
+
+    def _at(self, base: str, dotted: str) -> set:
+        where = os.path.join(base, *dotted.split(".")) if dotted else base
+        return {path for path in (where + ".py", os.path.join(where, "__init__.py")) if path in self.files and (dotted or path.endswith("__init__.py"))}
+
+    def _fact(self, path: str, name: str, depth: int) -> tuple | None:
+        key = (path, name)
+        if key in self._facts:
+            return self._facts[key]
+        self._facts[key] = None  # an import cycle between re-exports answers unknown
+        fact = None
+        flow = self._flow(path)
+        bound = flow.module_binding(name) if flow is not None else None
+        if type(bound) is str:  # re-exported: `from .loader import load_batch`
+            if depth < _MAX_REEXPORTS:
+                fact = self.answer(bound, path, depth + 1)
+        elif bound is not None:
+            returned = flow.returned(bound)
+            if returned is not None:
+                fact = _fact_of(returned, _parameters(bound), 0)
+                if fact is not None and _made_from_parameters(bound, fact):
+                    fact = None
+        self._facts[key] = fact
+        return fact
+
+    def _flow(self, path: str) -> FileFlow | None:
+        if path in self._flows:
+            return self._flows[path]
+        flow = None
+        try:
+            from fixdev.source import Source, SourceError
+
+            text = Source.decode(Path(path).read_bytes()).text
+        except (OSError, SourceError):
+            text = ""
+        # without torch a file makes no tensor, module or device; it may still re-export one
+        if ("torch" in text or "import" in text) and len(text) <= MAX_CHARACTERS:
+            try:
+                flow = FileFlow(text)
+            except RecursionError:
+                flow = None
+            if flow is not None and not flow.parsed:
+                flow = None
+        self._flows[path] = flow
+        return flow
+
+
+class FileFacts:
+    """One file's questions to the project, and the answers it got."""
+
+    def __init__(self, project: Project, path: str) -> None:
+        self.project = project
+        self.path = path
+        self._asked: dict[str, tuple | None] = {}
+
+    def fact(self, name: str) -> tuple | None:
+        if name not in self._asked:
+            try:
+                self._asked[name] = self.project.answer(name, self.path)
+            except RecursionError:
+                self._asked[name] = None
+        return self._asked[name]
+
+    def call(self, name: str, node: ast.Call) -> Value | None:
+        """The value a call of ``name`` returns, made at ``node``; None when unknown."""
+        fact = self.fact(name)
+        return None if fact is None else _value_of(fact, node)
+
+    def used(self) -> tuple:
+        """Every question asked so far with its answer, in a stable order."""
+        return tuple(sorted(self._asked.items(), key=lambda item: item[0]))
+
+    def agrees(self, used: tuple) -> bool:
+        """Whether the project answers every question of ``used`` as it did then."""
+        return all(self.fact(name) == fact for name, fact in used)
+
+
+# -- facts: a function's result reduced to what holds for any arguments ------------------
+
+
+def _fact_of(value: Value, parameters: frozenset, depth: int) -> tuple | None:
+    what = value.what
+    if what is What.TENSOR:
+        place = _place(value, parameters)
+        return None if place is None else ("tensor", place, bool(value.flags & ZERO_DIM))
+    if what is What.MODULE:
+        place = _place(value, parameters)
+        return None if place is None else ("module", place, value.flags & (PARAM_FREE | MOVES_INPUTS))
+    if what is What.DEVICE:
+        # `cuda if available else cpu` is the device, as a name bound to it is (flow._named_device)
+        devices = [p for p, _ in value.places if p is not HOST]
+        return ("device",) if devices and _place(value.but(places=frozenset((p, None) for p in devices)), parameters) == "device" else None
+    if what is What.ARRAY and value.parts is None:
+        return ("array",)
+    if what is What.LOADER:
+        return ("loader",) if value == _host_loader() else None
+    if what is What.BATCH and isinstance(value.parts, Parts) and depth < _MAX_DEPTH:
+        parts = value.parts
+        items = tuple((key, _fact_of(part, parameters, depth + 1)) for key, part in parts.items)
+        element = None if parts.elem is NOTHING else _fact_of(parts.elem, parameters, depth + 1)
+        if element is None and not any(fact for _, fact in items):
+            return None
+        return ("batch", items, element)
+    return None
+
+
+def _place(value: Value, parameters: frozenset) -> str | None:
+    """"host" or "device" when every placement says so, and no device is one
+    a parameter names (``x.to(device)`` for a parameter ``device``)."""
+    places = {placement for placement, _ in value.places}
+    if places == {HOST}:
+        return "host"
+    if places and all(type(p) is Device and not (p.text and parameters.intersection(_IDENTIFIER.findall(p.text))) for p in places):
+        return "device"
+    return None
+
+
+def _parameters(function: ast.AST) -> frozenset:
+    args = function.args
+    return frozenset(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None)
+
+
+def _made_from_parameters(function: ast.AST, fact: tuple) -> bool:
+    """A loader whose dataset or ``collate_fn`` is a parameter (or built
+    straight from one: ``TensorDataset(x, y)``) yields what the caller gave,
+    which may be on a device."""
+    if "loader" not in repr(fact):
+        return False
+    parameters = _parameters(function)
+    assigned: dict[str, ast.AST] = {}
+    for node in ast.walk(function):
+        if type(node) is ast.Assign and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+            assigned[node.targets[0].id] = node.value
+    for node in ast.walk(function):
+        if type(node) is not ast.Call:
+            continue
+        callee = node.func.attr if type(node.func) is ast.Attribute else node.func.id if type(node.func) is ast.Name else ""
+        if not callee.endswith("DataLoader"):
+            continue
+        given = [*node.args[:1], *(k.value for k in node.keywords if k.arg in ("dataset", "collate_fn") or k.arg is None)]
+        if len(node.args) > 4:
+            given.append(node.args[4])
+        for expression in given:
+            if type(expression) is ast.Name and expression.id in assigned:
+                expression = assigned[expression.id]
+            direct = [expression, *(expression.args if type(expression) is ast.Call else ()), *(k.value for k in getattr(expression, "keywords", ()))]
+            if any(type(e) is ast.Name and e.id in parameters for e in direct) or type(expression) is ast.Starred:
+                return True
+    return False
+
+
+def _value_of(fact: tuple, node: ast.Call) -> Value:
+    """A fact as the value a call at ``node`` returns. A host tensor's origin
+    is where the caller binds it (as for a loader's batch), else the call."""
+    kind = fact[0]
+    if kind == "tensor":
+        _, place, zero_dim = fact
+        places = frozenset({(HOST, PENDING)}) if place == "host" else frozenset({(Device(None), node)})
+        return Value(What.TENSOR, places, flags=ZERO_DIM if zero_dim else 0)
+    if kind == "module":
+        _, place, flags = fact
+        return Value(What.MODULE, frozenset({(HOST if place == "host" else Device(None), node)}), frozenset({node}), None, flags)
+    if kind == "device":
+        return Value(What.DEVICE, frozenset({(Device(None), None)}))
+    if kind == "array":
+        return ARRAY_VALUE
+    if kind == "loader":
+        return _host_loader()
+    _, items, element = fact
+    item_values = tuple((key, UNKNOWN_VALUE if part is None else _value_of(part, node)) for key, part in items)
+    element_value = UNKNOWN_VALUE if element is None else _value_of(element, node)
+    return _container([value for _, value in item_values] or [element_value], item_values, element_value)
+
+
+# -- module names -----------------------------------------------------------------------
+
+
+def _normal(path: Path | str) -> str:
+    return os.path.abspath(path)
+
+
+def _module_names(path: str, root: str, files: frozenset, packages: dict[str, bool]) -> list[str]:
+    """The dotted names ``path`` may be imported by from anywhere: through
+    the packages holding it (folders with an ``__init__.py``), and relative
+    to ``root``. (Its bare name from a sibling is found from the importer.)"""
+    folder, filename = os.path.split(path)
+    parts = [] if filename == "__init__.py" else [filename[:-3]]
+    names = []
+    current = folder
+    inside: list[str] = []
+    while _is_package(current, files, packages):
+        inside.insert(0, os.path.basename(current))
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    if inside:  # a module outside packages is imported by its bare name only from its folder
+        names.append(".".join(inside + parts))
+    if path.startswith(root + os.sep):
+        relative = os.path.relpath(folder, root)
+        names.append(".".join(([] if relative == "." else relative.split(os.sep)) + parts))
+    return [name for name in dict.fromkeys(names) if name and all(part.isidentifier() for part in name.split("."))]
+
+
+def _is_package(folder: str, files: frozenset, packages: dict[str, bool]) -> bool:
+    if folder not in packages:
+        marker = os.path.join(folder, "__init__.py")
+        packages[folder] = marker in files or os.path.isfile(marker)
+    return packages[folder]
