@@ -20,8 +20,8 @@ from .config import ConfigError, nearest
 from .discovery import Missing, discover
 from .findings import Finding, apply_edits
 from .registry import SelectionError, all_rules, find_rule, matching
-from .runner import FileResult, Mode, Overrides, process_file, process_text
-from .source import LineIndex, Source, SourceError
+from .runner import FileResult, Mode, Overrides, decode, process_file, process_text
+from .source import SourceError
 from .writer import remove_stale_temps
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -141,9 +141,9 @@ class Interaction:
     def __call__(self, path: Path, text: str, finding: Finding) -> bool:
         if self.answer_all is not None:
             return self.answer_all
-        row, column = LineIndex(text).position(finding.start)
-        typer.echo(f"{output.display(path)}:{row}:{column}: {finding.code} [{finding.name}] {finding.fix.message}")
-        typer.echo(output.unified_diff(path, text, apply_edits(text, finding.fix.edits), self.color), nl=False, color=self.color)
+        where = output.where(path, output.index_for(path, text), finding.start)
+        typer.echo(f"{where}: {finding.code} [{finding.name}] {finding.fix.message}")
+        typer.echo(output.code_diff(path, text, apply_edits(text, finding.fix.edits), self.color), nl=False, color=self.color)
         while True:
             answer = typer.prompt("Apply this fix? [y]es / [n]o / [a]ll / [q]uit", default="y", show_default=False).strip().lower()
             if answer in ("y", "yes", "n", "no", "a", "all", "q", "quit"):
@@ -157,7 +157,8 @@ class Interaction:
 
 EPILOG = """\b
 Configuration: [tool.fixdev] in the nearest pyproject.toml above each file
-(select, extend-select, ignore, exclude, per-file-ignores, rules.NAME.OPTION);
+(select, extend-select, ignore, exclude, include, extend-include,
+per-file-ignores, rules.NAME.OPTION);
 --select replaces select, --extend-select and --ignore add to the configured ones.
 
 \b
@@ -179,6 +180,7 @@ def main_command(
     extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", metavar="RULES", help="Rules to add to the selection."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES", help="Rules to leave out."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
+    no_notebooks: bool = typer.Option(False, "--no-notebooks", help="Walk folders for Python files only, not Jupyter notebooks (.ipynb)."),
     output_format: Format = typer.Option(Format.full, "--output-format", metavar="FORMAT", help="full, concise, json, github or sarif."),
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin ('-')."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
@@ -223,7 +225,7 @@ def main_command(
     results: list[FileResult] = []
     errors = 0
     printed_config_errors: set[str] = set()
-    found = list(discover(paths, _words(exclude)))
+    found = list(discover(paths, _words(exclude), notebooks=not no_notebooks))
     for item in found:
         if isinstance(item, Missing):
             typer.echo(f"{output.display(item.path)}: error: {item.message}", err=True)
@@ -245,6 +247,10 @@ def main_command(
                 progress.clear()
                 typer.echo(line, err=True)
                 printed_config_errors.add(line)
+        for cell_error in result.cell_errors:
+            errors += 1
+            progress.clear()
+            typer.echo(output.cell_error_line(item, cell_error), err=True)
         results.append(result)
         if (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
             progress.clear()
@@ -278,7 +284,7 @@ def _check_selection(overrides: Overrides) -> None:
 
 def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool) -> None:
     if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
-        typer.echo(output.unified_diff(result.path, result.original, result.fixed, color), nl=False, color=color)
+        typer.echo(output.result_diff(result, color), nl=False, color=color)
     _print_findings(result, mode, fmt)
 
 
@@ -288,7 +294,7 @@ def _print_findings(result: FileResult, mode: Mode, fmt: Format) -> None:
     or the fixed source from stdin), so what remains to report goes to stderr
     with the summary and the errors."""
     text = result.findings_text
-    index = LineIndex(text)
+    index = output.index_for(result.path, text)
     for finding in result.findings:
         if fmt is Format.full:
             shown = output.finding_full(result.path, text, index, finding)
@@ -336,7 +342,7 @@ def _exit_code(results: list[FileResult], mode: Mode, errors: int, exit_zero: bo
 def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool) -> int:
     data = sys.stdin.buffer.read()
     try:
-        source = Source.decode(data)
+        source = decode(name, data)
     except SourceError as exc:
         typer.echo(f"{output.display(name)}: error: {exc}", err=True)
         if mode is Mode.APPLY:
@@ -350,6 +356,8 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
         if mode is Mode.APPLY:
             sys.stdout.buffer.write(data)
         return EXIT_ERROR
+    for cell_error in result.cell_errors:
+        typer.echo(output.cell_error_line(name, cell_error), err=True)
     if mode is Mode.APPLY:
         sys.stdout.buffer.write(source.encode(result.fixed if result.fixed is not None else result.original))
         sys.stdout.flush()
@@ -362,8 +370,8 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
     else:
         _print_file(result, mode, fmt, quiet, color, diff_printed=False)
         if not quiet:
-            _summary([result], mode, 0)
-    return _exit_code([result], mode, 0, exit_zero)
+            _summary([result], mode, len(result.cell_errors))
+    return _exit_code([result], mode, len(result.cell_errors), exit_zero)
 
 
 def main() -> None:

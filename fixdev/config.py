@@ -6,6 +6,7 @@ Example::
     select = ["ALL"]
     ignore = ["FDV106"]
     exclude = ["legacy/**"]
+    extend-include = ["*.pyw"]       # walked besides *.py and *.ipynb (include replaces them)
     per-file-ignores = { "tests/**" = ["cuda-call"] }
 
     [tool.fixdev.rules.constant-buffer]
@@ -39,6 +40,9 @@ DEFAULT_EXCLUDES = (
 )
 
 
+DEFAULT_INCLUDE = ("*.py", "*.ipynb")
+
+
 @dataclass(frozen=True)
 class Settings:
     root: Path  # where relative globs are anchored: the pyproject.toml's folder
@@ -46,6 +50,8 @@ class Settings:
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = DEFAULT_INCLUDE  # what folder walks take, as in Ruff
+    extend_include: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     rule_options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     source: Path | None = None  # the pyproject.toml these came from
@@ -91,7 +97,7 @@ def _rule_words(words: tuple[str, ...], key: str, where: Path) -> tuple[str, ...
     return words
 
 
-KEYS = ("select", "extend-select", "ignore", "exclude", "per-file-ignores", "rules")
+KEYS = ("select", "extend-select", "ignore", "exclude", "include", "extend-include", "per-file-ignores", "rules")
 
 
 def parse_table(table: dict[str, Any], where: Path) -> Settings:
@@ -100,8 +106,8 @@ def parse_table(table: dict[str, Any], where: Path) -> Settings:
     for key, value in table.items():
         if key in ("select", "extend-select", "ignore"):
             values[key.replace("-", "_")] = _rule_words(_string_list(value, key, where), key, where)
-        elif key == "exclude":
-            values["exclude"] = _string_list(value, key, where)
+        elif key in ("exclude", "include", "extend-include"):
+            values[key.replace("-", "_")] = _string_list(value, key, where)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}: error: [tool.fixdev] per-file-ignores must be a table of glob = [rules]")

@@ -1,6 +1,8 @@
 """Which files a run looks at.
 
-Directories are walked for ``*.py``; ``.gitignore`` files (from the repository
+Directories are walked for ``*.py`` and ``*.ipynb`` (``[tool.fixdev] include``
+replaces these globs, ``extend-include`` adds to them; ``notebooks=False``
+leaves notebooks out); ``.gitignore`` files (from the repository
 root down), the default excludes, ``--exclude`` (relative to the current folder)
 and ``[tool.fixdev] exclude`` (relative to its pyproject.toml) prune the walk. A file named
 on the command line is always processed. Symbolic links to directories are not
@@ -18,7 +20,8 @@ from typing import Iterable, Iterator
 
 import pathspec
 
-from .config import DEFAULT_EXCLUDES, ConfigError, nearest
+from .config import DEFAULT_EXCLUDES, DEFAULT_INCLUDE, ConfigError, nearest
+from .notebook import SUFFIX as NOTEBOOK_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,20 @@ def _configured_excludes(folder: Path) -> tuple[Path, pathspec.PathSpec] | None:
     if not settings.exclude:
         return None
     return settings.root.absolute(), _config_spec(settings.exclude)
+
+
+def _configured_includes(folder: Path) -> tuple[Path, pathspec.PathSpec] | None:
+    """``include`` and ``extend-include`` of the configuration that governs
+    ``folder``, with the folder they are relative to; None for the default
+    (``*.py`` and ``*.ipynb``), which is checked by name alone."""
+    try:
+        settings = nearest(folder)
+    except ConfigError:
+        return None
+    patterns = settings.include + settings.extend_include
+    if patterns == DEFAULT_INCLUDE:
+        return None
+    return settings.root.absolute(), _config_spec(patterns)
 
 
 @lru_cache(maxsize=None)
@@ -113,7 +130,7 @@ def _initial_ignores(start: Path) -> _Ignores:
     return ignores
 
 
-def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: Path | None = None) -> Iterator[Path | Missing]:
+def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: Path | None = None, notebooks: bool = True) -> Iterator[Path | Missing]:
     """Yield the files to process, and a ``Missing`` for each bad path given."""
     exclude_spec = _spec([*DEFAULT_EXCLUDES, *excludes])
     exclude_root = (exclude_root or Path.cwd()).absolute()
@@ -128,6 +145,14 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
         root, spec = configured
         rel = _relative(path, root).as_posix()
         return spec.match_file(rel + ("/" if is_dir else "")) or spec.match_file(rel)
+
+    def included(path: Path, name: str, configured: tuple[Path, pathspec.PathSpec] | None) -> bool:
+        if not notebooks and name.endswith(NOTEBOOK_SUFFIX):
+            return False
+        if configured is None:
+            return name.endswith((".py", NOTEBOOK_SUFFIX))
+        root, spec = configured
+        return spec.match_file(_relative(path, root).as_posix())
 
     def first_time(path: Path) -> bool:
         key = os.path.realpath(path)
@@ -157,6 +182,7 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
                 continue
             subfolders = []
             configured = _configured_excludes(folder.absolute())
+            includes = _configured_includes(folder.absolute())
             for entry in entries:
                 path = Path(entry.path)
                 try:
@@ -168,7 +194,7 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
                     if not excluded(path, True, configured) and not ignores.ignored(path.absolute(), True):
                         subfolders.append(path)
                     continue
-                if not entry.name.endswith(".py") or excluded(path, False, configured) or ignores.ignored(path.absolute(), False):
+                if not included(path, entry.name, includes) or excluded(path, False, configured) or ignores.ignored(path.absolute(), False):
                     continue
                 if is_link:
                     target = os.path.realpath(path)

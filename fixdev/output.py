@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from . import __version__
 from .findings import Finding
+from .notebook import CellIndex, is_notebook, split_code
 from .runner import FileResult
 from .source import LineIndex, split_lines
 
@@ -42,17 +44,60 @@ def unified_diff(path: Path, old: str, new: str, color: bool = False) -> str:
     return "".join(out)
 
 
-def _location(index: LineIndex, offset: int) -> dict[str, int]:
+def index_for(path: Path, text: str) -> LineIndex | CellIndex:
+    """Positions in ``text``: lines of the file, or of a notebook's cells."""
+    return CellIndex(text) if is_notebook(path) else LineIndex(text)
+
+
+def code_diff(path: Path, old: str, new: str, color: bool = False) -> str:
+    """A unified diff of the file, or for a notebook (``old`` and ``new`` its
+    joined programs) one diff per changed cell, named ``PATH:cell N``."""
+    if not is_notebook(path):
+        return unified_diff(path, old, new, color)
+    after = dict(split_code(new))
+    parts = []
+    for number, text in split_code(old):
+        changed = after.get(number, text)
+        if changed != text:
+            if not text.endswith("\n") and not changed.endswith("\n"):  # a cell's last line has no break: no "No newline" noise
+                text, changed = text + "\n", changed + "\n"
+            parts.append(unified_diff(Path(f"{display(path)}:cell {number}"), text, changed, color))
+    return "".join(parts)
+
+
+def result_diff(result: FileResult, color: bool = False) -> str:
+    if result.code is not None:
+        return code_diff(result.path, result.code, result.fixed_code or result.code, color)
+    return unified_diff(result.path, result.original, result.fixed, color)
+
+
+def cell_error_line(path: Path, error) -> str:
+    return f"{display(path)}:cell {error.number}: error: {error.message}"
+
+
+def _location(index: LineIndex | CellIndex, offset: int) -> dict[str, int]:
+    if isinstance(index, CellIndex):
+        cell, row, column = index.locate(offset)
+        return {"row": row, "column": column, "cell": cell}
     row, column = index.position(offset)
     return {"row": row, "column": column}
 
 
+def where(path: Path, index: LineIndex | CellIndex, offset: int) -> str:
+    """``path:row:column``, or ``path:cell N:row:column`` in a notebook (as Ruff writes it)."""
+    if isinstance(index, CellIndex):
+        cell, row, column = index.locate(offset)
+        return f"{display(path)}:cell {cell}:{row}:{column}"
+    row, column = index.position(offset)
+    return f"{display(path)}:{row}:{column}"
+
+
 def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool = False) -> str:
-    row, column = index.position(finding.start)
+    place = where(path, index, finding.start)
     mark = " [*]" if finding.fix else ""
     if concise:
-        return f"{display(path)}:{row}:{column}: {finding.code}{mark} {finding.message}"
-    return f"{display(path)}:{row}:{column}: {finding.code} [{finding.name}]{mark} {finding.message}"
+        return f"{place}: {finding.code}{mark} {finding.message}"
+    return f"{place}: {finding.code} [{finding.name}]{mark} {finding.message}"
 
 
 def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> str:
@@ -60,9 +105,9 @@ def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> s
     carets under the finding (to the end of that line when it spans several),
     and the fix's message. Ends with a blank line that separates findings."""
     row, column = index.position(finding.start)
-    start = index.starts[row - 1]
-    end = index.starts[row] if row < len(index.starts) else len(text)
-    line = text[start:end].rstrip("\r\n")
+    start = finding.start - (column - 1)
+    found = _BREAK.search(text, start)
+    line = text[start : found.start() if found else len(text)]
     before = _width(line[: column - 1])
     marked = max(1, _width(line[: column - 1 + finding.end - finding.start]) - before)
     number = str(row)
@@ -79,6 +124,7 @@ def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> s
     return "\n".join(out) + "\n\n"
 
 
+_BREAK = re.compile(r"[\r\n]")
 TAB = 4  # a tab in a shown source line is this many columns, as in Ruff
 
 
@@ -90,8 +136,8 @@ def _width(text: str) -> int:
 def as_json(results: Iterable[FileResult]) -> list[dict[str, Any]]:
     items = []
     for result in results:
-        index = LineIndex(result.findings_text)
-        original = LineIndex(result.original)
+        index = index_for(result.path, result.findings_text)
+        original = index_for(result.path, result.original_text)
         for finding, idx, fixed in [(f, original, True) for f in result.applied] + [(f, index, False) for f in result.findings]:
             fix = None
             if finding.fix is not None:
@@ -104,17 +150,18 @@ def as_json(results: Iterable[FileResult]) -> list[dict[str, Any]]:
                         for e in finding.fix.edits
                     ],
                 }
-            items.append(
-                {
-                    "code": finding.code,
-                    "name": finding.name,
-                    "message": finding.message,
-                    "filename": display(result.path),
-                    "location": _location(idx, finding.start),
-                    "end_location": _location(idx, finding.end),
-                    "fix": fix,
-                }
-            )
+            item = {
+                "code": finding.code,
+                "name": finding.name,
+                "message": finding.message,
+                "filename": display(result.path),
+                "location": _location(idx, finding.start),
+                "end_location": _location(idx, finding.end),
+                "fix": fix,
+            }
+            if isinstance(idx, CellIndex):
+                item["cell"] = item["location"]["cell"]
+            items.append(item)
     return items
 
 
@@ -124,6 +171,11 @@ def github(items: Sequence[dict[str, Any]]) -> str:
         loc, end = item["location"], item["end_location"]
         title = f"{item['code']} {item['name']}"
         message = item["message"].replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        if "cell" in item:
+            # Lines of a cell are not lines of the .ipynb file: the annotation
+            # goes on the file, the message says where in it.
+            lines.append(f"::warning title={title},file={item['filename']}::cell {item['cell']}:{loc['row']}:{loc['column']}: {item['code']} {message}")
+            continue
         lines.append(
             f"::warning title={title},file={item['filename']},line={loc['row']},col={loc['column']},"
             f"endLine={end['row']},endColumn={end['column']}::{item['code']} {message}"
@@ -167,6 +219,11 @@ def sarif(items: Sequence[dict[str, Any]]) -> str:
                 }
             ],
         }
+        if "cell" in item:
+            # SARIF has no notion of notebook cells: the region counts lines of
+            # the cell the property names, and the message names it too.
+            result["message"]["text"] = f"cell {item['cell']}: {item['message']}"
+            result["locations"][0]["physicalLocation"]["properties"] = {"cell": item["cell"]}
         if item["fix"] is not None:
             result["fixes"] = [
                 {
@@ -183,6 +240,7 @@ def sarif(items: Sequence[dict[str, Any]]) -> str:
                                         "endColumn": e["end_location"]["column"],
                                     },
                                     "insertedContent": {"text": e["content"]},
+                                    **({"properties": {"cell": e["location"]["cell"]}} if "cell" in e["location"] else {}),
                                 }
                                 for e in item["fix"]["edits"]
                             ],

@@ -14,6 +14,8 @@ from . import cache
 from .config import ConfigError, Settings, nearest
 from .discovery import glob_matches
 from .findings import Finding
+from .notebook import CellError, Notebook, NotebookError, is_notebook
+from .notebook import decode as decode_notebook
 from .registry import SelectionError
 from .source import Source, SourceError
 from .writer import WriteError, write_atomic
@@ -41,12 +43,24 @@ class FileResult:
     error_is_config: bool = False  # the message names a pyproject.toml, not this file
     source: Source | None = None
     findings_in_fixed: bool = False  # --apply: the findings are placed in the text as written
+    # A notebook: ``original``/``fixed`` are its JSON; findings are placed in
+    # the program its code cells make (fixdev.notebook), before and after fixes.
+    code: str | None = None
+    fixed_code: str | None = None
+    cell_errors: list[CellError] = field(default_factory=list)  # cells left out; the others were processed
 
     @property
     def findings_text(self) -> str:
         """The text the findings' positions refer to: the file as the user
         will find it, unchanged (--check, --diff) or as written (--apply)."""
+        if self.code is not None:
+            return self.fixed_code if self.findings_in_fixed and self.fixed_code is not None else self.code
         return self.fixed if self.findings_in_fixed and self.fixed is not None else self.original
+
+    @property
+    def original_text(self) -> str:
+        """The text the applied fixes' positions refer to."""
+        return self.code if self.code is not None else self.original
 
 
 @dataclass(frozen=True)
@@ -98,32 +112,45 @@ def process_text(
     from .engine import FixConflictError
 
     result = FileResult(path, original=source.text, source=source)
-    if len(source.text) > MAX_CHARACTERS:
-        result.error = f"file too large to analyse ({len(source.text) / 1e6:.1f} million characters; the limit is {MAX_CHARACTERS / 1e6:.0f})"
+    text, notebook = source.text, None
+    if is_notebook(path):
+        try:
+            notebook = Notebook.from_json(source.text)
+        except NotebookError as exc:
+            result.error = str(exc)
+            return result
+        text = result.code = notebook.code  # outputs (images) do not count towards the limit
+        result.cell_errors = notebook.errors
+    if len(text) > MAX_CHARACTERS:
+        result.error = f"file too large to analyse ({len(text) / 1e6:.1f} million characters; the limit is {MAX_CHARACTERS / 1e6:.0f})"
         return result
     settings: Settings | None = None
     try:
         settings = settings_for(path, overrides)
         entry = None
         if use_cache and approve is None:
-            entry = cache.key(source.text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, _selection(settings, path))
+            entry = cache.key(text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, _selection(settings, path))
             cached = cache.load(entry)
             if isinstance(cached, tuple) and len(cached) == 4:  # anything else is a miss
                 _fill(result, mode, *cached)
+                if notebook is not None:
+                    _fill_notebook(result, notebook)
                 return result
         if cache_only:
             return None
         engine = engine_for(settings, path)
         if mode is Mode.CHECK:
-            findings = engine.lint(source.text)
+            findings = engine.lint(text)
             value = (findings, findings, [], None)
         else:
-            outcome = engine.fix(source.text, approve)
-            value = (outcome.remaining, outcome.remaining_in_original, outcome.applied, outcome.text if outcome.text != source.text else None)
+            outcome = engine.fix(text, approve)
+            value = (outcome.remaining, outcome.remaining_in_original, outcome.applied, outcome.text if outcome.text != text else None)
         # --diff and --apply share cache entries: both placements are kept.
         if entry is not None:
             cache.store(entry, value)
         _fill(result, mode, *value)
+        if notebook is not None:
+            _fill_notebook(result, notebook)
     except ConfigError as exc:
         result.error, result.error_is_config = str(exc), True
     except SelectionError as exc:
@@ -140,10 +167,27 @@ def process_text(
     return result
 
 
+def _fill_notebook(result: FileResult, notebook: Notebook) -> None:
+    """``fixed`` holds the fixed program: it becomes the notebook's JSON with
+    the changed cells' sources replaced."""
+    if result.fixed is None:
+        return
+    fixed_code, result.fixed = result.fixed, None
+    changed = notebook.changed_sources(fixed_code)  # NotebookError: nothing is written
+    result.fixed_code = fixed_code
+    if changed:
+        result.fixed = notebook.to_json(changed)
+
+
 def _fill(result: FileResult, mode: Mode, in_fixed: list[Finding], in_original: list[Finding], applied: list[Finding], fixed: str | None) -> None:
     result.applied, result.fixed = applied, fixed
     result.findings_in_fixed = mode is Mode.APPLY
     result.findings = in_fixed if result.findings_in_fixed else in_original
+
+
+def decode(path: Path, data: bytes) -> Source:
+    """A file's bytes as text: a notebook is UTF-8 JSON, Python declares its encoding."""
+    return decode_notebook(data) if is_notebook(path) else Source.decode(data)
 
 
 def process_file(
@@ -156,7 +200,7 @@ def process_file(
     except OSError as exc:
         return FileResult(path, error=f"cannot read: {exc.strerror or exc}")
     try:
-        source = Source.decode(data)
+        source = decode(path, data)
     except SourceError as exc:
         return FileResult(path, error=str(exc))
     result = process_text(path, source, mode, overrides, approve, use_cache, cache_only)
