@@ -1,0 +1,572 @@
+"""FDV109 hard-coded-cuda: a device chosen as ``"cuda"`` with no fallback.
+
+Also the home of what ``legacy-tensor-type`` shares with this rule: whether a
+line only runs when CUDA is in use (``guarded``), whether it belongs to
+multi-GPU code (``distributed``), and how ``torch`` is spelled where a
+``torch.cuda.is_available()`` is to be written (``torch_at``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from fixdev.rule import Edit, Invalid, Rule, dotted
+
+from . import analysis, placement
+
+if TYPE_CHECKING:
+    from .analysis import FileAnalysis
+
+# torch.cuda functions that raise without CUDA and whose result a statement
+# drops: the statement can be guarded.
+GUARDABLE_CALLS = frozenset(
+    "synchronize set_device reset_peak_memory_stats reset_max_memory_allocated ipc_collect init set_per_process_memory_fraction".split()
+)
+# torch.cuda functions that raise without CUDA and return something: reported.
+QUERIES = frozenset("current_device get_device_name get_device_properties get_device_capability mem_get_info".split())
+_CUDA_LITERAL = re.compile(r"cuda(?::\d+)?")
+_CUDA_WORD = re.compile(r"cuda|gpu|accelerator")
+_CPU_WORD = re.compile(r"cpu|no_cuda|no_gpu|disable")
+# exception types a `try` may catch "CUDA is missing" as
+_CATCHES_MISSING_CUDA = frozenset({"Exception", "BaseException", "RuntimeError", "AssertionError", "AttributeError", "TypeError"})
+_EXITS = frozenset({"exit", "_exit", "skip", "skipTest", "SkipTest"})
+
+
+# -- literals ---------------------------------------------------------------------
+
+
+def cuda_literal(node: cst.CSTNode) -> str | None:
+    """``"cuda"`` or ``"cuda:N"`` when ``node`` is that string literal."""
+    if not isinstance(node, cst.SimpleString) or "cuda" not in node.value:
+        return None
+    value = node.evaluated_value
+    return value if isinstance(value, str) and _CUDA_LITERAL.fullmatch(value) else None
+
+
+def fallback_text(literal: cst.SimpleString, code: str, torch: str) -> str:
+    """``"cuda" if torch.cuda.is_available() else "cpu"``, in the literal's quotes."""
+    start = len(code) - len(code.lstrip("rRbBuUfF"))
+    quote = code[start : start + 3] if code[start : start + 3] in ('"""', "'''") else code[start]
+    return f"{code} if {torch}.cuda.is_available() else {quote}cpu{quote}"
+
+
+# -- where CUDA is known to be in use ----------------------------------------------
+
+
+def _words(node: cst.CSTNode) -> list[str]:
+    """The lowercased names and attribute names ``node`` reads."""
+    found = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            found.append(current.value.lower())
+        elif isinstance(current, cst.SimpleString):
+            continue
+        stack.extend(current.children)
+    return found
+
+
+def _string_of(node: cst.CSTNode) -> str | None:
+    """The value of a string literal, or of ``torch.device("...")``."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.Call) and analysis.last_name(node.func) == "device" and len(node.args) == 1:
+        return _string_of(node.args[0].value)
+    return None
+
+
+def cuda_test(test: cst.BaseExpression, truth: bool) -> bool:
+    """``test`` evaluating to ``truth`` shows that CUDA is in use: an
+    availability check, a flag or attribute that says cuda or gpu (``args.cuda``,
+    ``use_gpu``, ``x.is_cuda``, ``n_gpu > 0``), or a device compared with
+    ``"cuda"`` (``device.type == "cuda"``) or ``"cpu"`` (``!=``)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return cuda_test(test.expression, not truth)
+    if isinstance(test, cst.BooleanOperation):
+        sides = (test.left, test.right)
+        if isinstance(test.operator, cst.And) == truth:
+            return any(cuda_test(side, truth) for side in sides)  # a and b true / a or b false
+        return all(cuda_test(side, truth) for side in sides)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        operator = target.operator
+        for side in (test.left, target.comparator):
+            value = _string_of(side)
+            if value is None:
+                continue
+            positive = isinstance(operator, (cst.Equal, cst.In, cst.Is))
+            if not positive and not isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot)):
+                return False
+            if value.startswith("cuda"):
+                return positive == truth
+            if value == "cpu":
+                return positive != truth
+            return False
+        return any(_CUDA_WORD.search(w) for w in _words(test))  # torch.cuda.device_count() > 0, n_gpu == 0
+    if isinstance(test, cst.Call) and analysis.last_name(test.func) == "startswith" and test.args:
+        value = _string_of(test.args[0].value)
+        return value is not None and value.startswith("cuda") and truth
+    if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
+        words = _words(test)
+        if any(_CPU_WORD.search(w) for w in words):
+            return not truth
+        return truth and any(_CUDA_WORD.search(w) for w in words)
+    return False
+
+
+def _branch_truth(holder: cst.CSTNode, child: cst.CSTNode) -> bool | None:
+    """Whether ``child`` runs when ``holder``'s test is true (True), false
+    (False), or either (None)."""
+    if isinstance(holder, (cst.If, cst.While)):
+        if child is holder.body:
+            return True
+        if child is holder.orelse:
+            return False
+    elif isinstance(holder, cst.IfExp):
+        if child is holder.body:
+            return True
+        if child is holder.orelse:
+            return False
+    return None
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    """A block that ends by leaving: return, raise, continue, break, or a call
+    such as ``sys.exit()`` / ``pytest.skip()``."""
+    body = block.body
+    last = body[-1] if body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    if isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break)):
+        return True
+    return isinstance(last, cst.Expr) and isinstance(last.value, cst.Call) and analysis.last_name(last.value.func) in _EXITS
+
+
+def _checked_before(statement: cst.CSTNode, block: cst.CSTNode) -> bool:
+    """An earlier statement of ``block`` asserts CUDA, or leaves when it is
+    missing (``if not torch.cuda.is_available(): return``)."""
+    for earlier in block.body:
+        if earlier is statement:
+            return False
+        if isinstance(earlier, cst.SimpleStatementLine):
+            if any(isinstance(s, cst.Assert) and cuda_test(s.test, True) for s in earlier.body):
+                return True
+        elif isinstance(earlier, cst.If) and cuda_test(earlier.test, False) and _exits(earlier.body):
+            return True
+    return False
+
+
+def _mentions_cuda(node: cst.CSTNode) -> bool:
+    return any(_CUDA_WORD.search(w) for w in _words(node))
+
+
+def _catches_missing_cuda(handler: cst.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elements if isinstance(handler.type, cst.Tuple) else [cst.Element(handler.type)]
+    return any(analysis.last_name(t.value) in _CATCHES_MISSING_CUDA for t in types)
+
+
+def guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
+    """``node`` only runs where CUDA is in use, or is CUDA code by design: under
+    a test that shows it (``if``, ``while``, ``x if c else y``, ``c and x``),
+    after an ``assert`` of it or an early exit without it, inside a ``try``
+    that catches the failure, or in a function or class whose name or
+    decorators say cuda or gpu (``def test_cuda``, ``@skipIf(not TEST_CUDA)``).
+    Everything ``analysis.cuda_guarded`` (``cuda-call``'s test) accepts is
+    accepted here too, so this rule is never louder than that one."""
+    if analysis.cuda_guarded(facts, node):
+        return True
+    child, current = node, facts.parent(node)
+    while current is not None:
+        truth = _branch_truth(current, child)
+        if truth is not None and cuda_test(current.test, truth):
+            return True
+        if isinstance(current, cst.BooleanOperation) and child is current.right:
+            if cuda_test(current.left, isinstance(current.operator, cst.And)):
+                return True
+        if isinstance(current, cst.Try) and child is current.body and any(_catches_missing_cuda(h) for h in current.handlers):
+            return True
+        if isinstance(current, (cst.IndentedBlock, cst.Module)) and _checked_before(child, current):
+            return True
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+            if _CUDA_WORD.search(current.name.value.lower()) or any(_mentions_cuda(d) for d in current.decorators):
+                return True
+        child, current = current, facts.parent(current)
+    return _module_marked_cuda(facts)
+
+
+def _module_marked_cuda(facts: "FileAnalysis") -> bool:
+    """``pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), ...)``."""
+    if "cuda_marked_module" not in facts.shared:
+        marked = False
+        for statement in facts.module.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and any(dotted(t.target) == "pytestmark" for t in small.targets):
+                        marked = marked or _mentions_cuda(small.value)
+        facts.shared["cuda_marked_module"] = marked
+    return facts.shared["cuda_marked_module"]
+
+
+def distributed(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
+    """The function holding ``node`` (or the module's top-level code) is
+    multi-GPU code: it calls ``torch.distributed`` or picks a GPU by a
+    variable (``torch.cuda.set_device(local_rank)``)."""
+    scope = facts.enclosing(node, cst.FunctionDef) or facts.module
+    memo = facts.shared.setdefault("distributed_scopes", {})
+    if scope not in memo:
+        memo[scope] = _is_distributed(facts, scope)
+    return memo[scope]
+
+
+def _is_distributed(facts: "FileAnalysis", scope: cst.CSTNode) -> bool:
+    stack = list(scope.body.children if isinstance(scope, cst.FunctionDef) else scope.body)
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and scope is facts.module:
+            continue  # top-level code only
+        if isinstance(current, cst.Call):
+            names = facts.qnames(current.func)
+            if any(n.startswith("torch.distributed.") for n in names):
+                return True
+            if "torch.cuda.set_device" in names and current.args and not isinstance(current.args[0].value, cst.Integer):
+                return True
+        stack.extend(current.children)
+    return False
+
+
+# -- spelling torch where it is needed -----------------------------------------------
+
+
+def torch_at(facts: "FileAnalysis", node: cst.CSTNode) -> str | None:
+    """The name of the module-level ``import torch`` when it is bound wherever
+    ``node`` runs and not shadowed by the function holding it; else None."""
+    torch = placement.unconditional_torch(facts)
+    if torch is None or not placement.bound_when_run(facts, torch.statement, node):
+        return None
+    func = facts.enclosing(node, cst.FunctionDef)
+    while func is not None:
+        if placement.binds(func, torch.alias):
+            return None
+        func = facts.enclosing(func, cst.FunctionDef)
+    return torch.alias
+
+
+def cuda_device(rule: Rule, node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
+    """The device to write where code names CUDA outright, and the edits that
+    define it; None when no definition can be placed safely.
+
+    In a module's method, its first tensor parameter's device; else a device
+    the program binds wherever ``node`` runs (``placement.existing_device``);
+    else ``device = torch.device("cuda" if torch.cuda.is_available() else
+    "cpu")``, defined once where ``cuda-call`` defines it
+    (``placement.define_device``: the same line, so the engine adds it once).
+    Not the device flow's guess of a tensor the line works with
+    (``analysis.device_expression``): that tensor may live on the CPU, and
+    code that named CUDA must stay on CUDA where there is one."""
+    facts = analysis.of(rule)
+    method = facts.enclosing_method(node)
+    if method is not None:
+        tensor = facts.first_tensor_parameter(method[1])
+        if tensor is not None:
+            return f"{tensor}.device", []
+    existing = facts.device_at(node)
+    if existing is not None:
+        return existing, []
+    return placement.define_device(rule, facts, node)
+
+
+def torch_prefix(rule: Rule, expression: cst.BaseExpression) -> str | None:
+    """``t`` when ``expression`` is ``t.<attr>`` and ``t`` is torch itself."""
+    if isinstance(expression, cst.Attribute) and isinstance(expression.value, cst.Name):
+        if rule.qualified_names(expression.value) == {"torch"}:
+            return expression.value.value
+    return None
+
+
+def _is_device_name(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in ("device", "dev") or lowered.endswith("_device")
+
+
+def _assigned_more_than_once(facts: "FileAnalysis", statement: cst.CSTNode, target: cst.BaseExpression) -> bool:
+    """``target`` (a name, or ``self.x``) is assigned by another statement of
+    its scope (the function, or the class for ``self.x``): the program chooses
+    the device somewhere else too (``if args.cpu: device = "cpu"``)."""
+    text = dotted(target)
+    if isinstance(target, cst.Attribute):
+        scope = facts.enclosing(statement, cst.ClassDef)
+        if scope is None:
+            return True
+        count = 0
+        for node in facts.index_order():
+            if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)) and dotted(node.target) == text:
+                count += facts.enclosing(node, cst.ClassDef) is scope
+        return count > 1
+    scope = facts.enclosing(statement, cst.FunctionDef) or facts.module
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    bindings = [s for s in placement.own_statements(body) if text in placement.bound_names(s)]
+    return len(bindings) > 1
+
+
+class HardCodedCuda(Rule):
+    """
+    ## What it does
+    Finds a device chosen as `"cuda"` with no fallback, and calls that need
+    CUDA, outside any check that CUDA is there:
+    `device = "cuda"`, `device = torch.device("cuda")`, a `device="cuda"`
+    parameter default or `add_argument("--device", default="cuda")`, a
+    `.to("cuda")` or a torch factory's `device="cuda"`, and
+    `torch.cuda.synchronize()` / `torch.cuda.set_device(0)`.
+    Where a device is chosen (an assignment, a default, `torch.device(...)`),
+    the choice gets a fallback in place:
+    `"cuda" if torch.cuda.is_available() else "cpu"`. Where a device is used
+    (`.to("cuda")`, `torch.zeros(n, device="cuda")`), it becomes the device
+    the code already has in reach, or one defined once, as `cuda-call` does
+    (`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`).
+    A `torch.cuda.synchronize()` statement gets `if torch.cuda.is_available():`.
+
+    ## Why is this bad?
+    The program cannot run on a machine without CUDA (a laptop, CI, a CPU
+    server): the first allocation raises `Torch not compiled with CUDA
+    enabled` (or `Found no NVIDIA driver`), though nothing in it needs a GPU
+    but the string.
+
+    ## Example
+    ```python
+    device = torch.device("cuda")
+    def make_encoder(width, device="cuda"): ...
+    mask = torch.ones(n).to("cuda")
+    torch.cuda.synchronize()
+    ```
+
+    ## Use instead
+    ```python
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    def make_encoder(width, device="cuda" if torch.cuda.is_available() else "cpu"): ...
+    mask = torch.ones(n).to(device)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    ```
+
+    ## Fix safety
+    With CUDA the program does what it did. Without it, it now runs on the
+    CPU. A `.to("cuda")` that becomes `.to(device)` follows the device the
+    code defines (a `device` in reach may be another GPU or the CPU: it is
+    the one the program chose). `"cuda:1"` keeps its index (the fallback is
+    written in place). Outside torch (`Model(device="cuda")`), the string stays
+    a string. `torch.cuda.empty_cache()`, `manual_seed` and `device_count()`
+    work without CUDA and are left alone.
+
+    ## When it stays silent
+    Under a check that CUDA is in use: `if torch.cuda.is_available():`, an
+    `args.cuda` / `use_gpu` flag, `x.is_cuda`, `device.type == "cuda"`,
+    `device != "cpu"`, `c and x.to("cuda")`, after `assert
+    torch.cuda.is_available()` or `if not ...: return`, inside a `try` that
+    catches the failure, and in functions or classes whose name or decorators
+    say cuda or gpu (`def test_cuda_...`, `@skipIf(not TEST_CUDA)`). In
+    multi-GPU code: a function that calls `torch.distributed`, picks its GPU
+    by a variable (`torch.cuda.set_device(local_rank)`) or builds the device
+    (`f"cuda:{rank}"`). A device name assigned more than once in its scope
+    (the program chooses elsewhere too), `"cuda"` compared with something
+    (`x.device == torch.device("cuda")`), and `torch.autocast("cuda")` (which
+    only warns without CUDA). Reported without a fix: a choice where `torch`
+    is not imported before it runs, a query such as
+    `torch.cuda.get_device_name()`, and a guardable call that is not a
+    statement of its own.
+    """
+
+    code = "FDV109"
+    name = "hard-coded-cuda"
+    group = "cuda-only"
+    message = 'Hard-coded "cuda": the program cannot run without CUDA'
+    trigger = r"""["']cuda|\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\s*\.\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\s*\("""
+
+    VALID = [
+        'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+        'import torch\nif torch.cuda.is_available():\n    x = torch.ones(3).to("cuda")\n    torch.cuda.synchronize()\n',
+        'import torch\ndef f(x):\n    if x.is_cuda:\n        torch.cuda.synchronize()\n    return x\n',
+        'import torch\ndef run(rank):\n    torch.cuda.set_device(rank)\n    return torch.ones(3).to(f"cuda:{rank}")\n',
+        'import torch\nif args.cuda:\n    device = torch.device("cuda")\nelse:\n    device = torch.device("cpu")\n',
+        'import torch\nsame = x.device == torch.device("cuda")\ntorch.cuda.empty_cache()\n',
+        'import torch\nwith torch.autocast("cuda"):\n    y = model(x)\n',
+    ]
+    INVALID = [
+        Invalid(
+            'import torch\ndevice = torch.device("cuda")\n',
+            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+        ),
+        Invalid(
+            "import torch\ndef encoder(width, device='cuda'):\n    return torch.zeros(width, device=device)\n",
+            "import torch\ndef encoder(width, device='cuda' if torch.cuda.is_available() else 'cpu'):\n    return torch.zeros(width, device=device)\n",
+        ),
+        Invalid(
+            'import torch\nmask = torch.ones(3).to("cuda")\n',
+            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmask = torch.ones(3).to(device)\n',
+        ),
+        Invalid(
+            'import torch\ndef step(model, x):\n    y = model(x)\n    torch.cuda.synchronize()\n    return y\n',
+            'import torch\ndef step(model, x):\n    y = model(x)\n    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n    return y\n',
+        ),
+        Invalid('device = "cuda"\nimport torch\n', None),
+        Invalid("import torch\nprint(torch.cuda.get_device_name(0))\n", None),
+    ]
+
+    # -- string literals ----------------------------------------------------------
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        literal = cuda_literal(node)
+        if literal is None:
+            return
+        parent = self.parent(node)
+        if isinstance(parent, cst.Arg):
+            call = self.parent(parent)
+            if not isinstance(call, cst.Call):
+                return
+            if parent.keyword is None and len(call.args) == 1 and "torch.device" in self.qualified_names(call.func):
+                self._torch_device(call, node, literal)
+            elif self._use_position(call, parent):
+                self._use(call, parent, node, literal)
+            elif parent.keyword is not None and parent.keyword.value == "default" and self._device_option(call):
+                self._choice(node, call)
+        elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+            self._assignment(parent, node)
+        elif isinstance(parent, cst.Param) and parent.default is node and _is_device_name(parent.name.value):
+            self._default(parent, node)
+
+    def _use_position(self, call: cst.Call, arg: cst.Arg) -> bool:
+        """``arg`` says where ``call`` puts its result: ``.to(<here>)``,
+        ``.to(device=<here>)``, ``f(..., device=<here>)``."""
+        if arg.keyword is not None:
+            return arg.keyword.value == "device"
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "to":
+            return arg is call.args[0] and not self.qualified_names(call.func.value)
+        return False
+
+    def _device_option(self, call: cst.Call) -> bool:
+        """``parser.add_argument("--device", ..., default=...)``."""
+        if analysis.last_name(call.func) != "add_argument" or not call.args:
+            return False
+        first = call.args[0].value
+        value = first.evaluated_value if isinstance(first, cst.SimpleString) else None
+        return isinstance(value, str) and _is_device_name(value.lstrip("-").replace("-", "_"))
+
+    def _silent(self, node: cst.CSTNode) -> bool:
+        facts = analysis.of(self)
+        return guarded(facts, node) or distributed(facts, node)
+
+    def _torch_device(self, call: cst.Call, literal_node: cst.SimpleString, literal: str) -> None:
+        """``torch.device("cuda")``: a use when it stands where a use would
+        (``.to(torch.device("cuda"))``), left alone in a comparison, else a
+        choice made in place."""
+        holder = self.parent(call)
+        if isinstance(holder, cst.Arg) and isinstance(self.parent(holder), cst.Call) and self._use_position(self.parent(holder), holder):
+            self._use(self.parent(holder), holder, literal_node, literal, call)
+            return
+        if isinstance(holder, (cst.Comparison, cst.ComparisonTarget)):
+            return
+        if isinstance(holder, cst.Param) and not _is_device_name(holder.name.value):
+            return
+        if isinstance(holder, (cst.Assign, cst.AnnAssign)) and holder.value is call:
+            self._assignment(holder, literal_node, torch_prefix(self, call.func), named=False)
+            return
+        self._choice(literal_node, call, torch_prefix(self, call.func))
+
+    def _assignment(self, statement: cst.Assign | cst.AnnAssign, node: cst.SimpleString, torch: str | None = None, named: bool = True) -> None:
+        """``device = "cuda"`` (a name that says device, unless the value is
+        ``torch.device(...)``), assigned once in its scope."""
+        targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+        if len(targets) != 1 or not isinstance(targets[0], (cst.Name, cst.Attribute)):
+            return
+        name = targets[0].value if isinstance(targets[0], cst.Name) else targets[0].attr.value
+        if (named and not _is_device_name(name)) or _assigned_more_than_once(analysis.of(self), statement, targets[0]):
+            return
+        self._choice(node, statement, torch)
+
+    def _default(self, param: cst.Param, node: cst.SimpleString) -> None:
+        func = analysis.of(self).enclosing(param, (cst.FunctionDef, cst.Lambda))
+        # a default is evaluated where the def runs, in the scope around it
+        self._choice(node, func if func is not None else param, silent_at=param)
+
+    def _choice(self, node: cst.SimpleString, at: cst.CSTNode, torch: str | None = None, silent_at: cst.CSTNode | None = None) -> None:
+        """A device is chosen here: give the choice its fallback in place."""
+        if self._silent(silent_at or node):
+            return
+        torch = torch or torch_at(analysis.of(self), at)
+        if torch is None:
+            self.report(node, 'Hard-coded "cuda": add a CPU fallback (`torch` is not imported where this runs)')
+            return
+        fixed = fallback_text(node, self.code_of(node), torch)
+        self.report(node, fix=[Edit(*self.span(node), fixed)], fix_message=f"Use `{fixed}`")
+
+    def _use(self, call: cst.Call, arg: cst.Arg, literal_node: cst.SimpleString, literal: str, device_call: cst.Call | None = None) -> None:
+        """``.to("cuda")`` / ``torch.zeros(n, device="cuda")``: the device the
+        code has in reach, or one defined once (as ``cuda-call`` does). An
+        index (``"cuda:1"``) or a callee outside torch keeps the literal, with
+        a fallback in place."""
+        if self._silent(call):
+            return
+        is_move = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to" and arg.keyword is None
+        torch_callee = is_move or any(n.startswith("torch.") for n in self.qualified_names(call.func))
+        if literal != "cuda" or not torch_callee:
+            self._choice(literal_node, call, torch_prefix(self, device_call.func) if device_call is not None else None)
+            return
+        chosen = cuda_device(self, call)
+        if chosen is None:
+            self.report(arg.value, 'Hard-coded "cuda": no place to define a device that is sure to run before this line')
+            return
+        device, edits = chosen
+        edits.append(self.replace(arg.value, device))
+        self.report(arg.value, fix=edits, fix_message=f"Use `{device}`")
+
+    # -- calls that need CUDA ---------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = analysis.last_name(node.func)
+        if name not in GUARDABLE_CALLS and name not in QUERIES:
+            return
+        qualified = {q for q in self.qualified_names(node.func) if q.startswith("torch.cuda.")}
+        if not qualified:
+            return
+        if name == "set_device" and (len(node.args) != 1 or not isinstance(node.args[0].value, cst.Integer)):
+            return  # a GPU picked by a variable: multi-GPU code
+        if self._silent(node):
+            return
+        if name in QUERIES:
+            self.report(node, f"`torch.cuda.{name}()` raises without CUDA; check `torch.cuda.is_available()` first")
+            return
+        statement = self.parent(node)
+        line = self.parent(statement)
+        if not (isinstance(statement, cst.Expr) and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+            self.report(node, f"`torch.cuda.{name}()` raises without CUDA; guard it with `torch.cuda.is_available()`")
+            return
+        if not isinstance(self.parent(line), (cst.IndentedBlock, cst.Module)):
+            self.report(node, f"`torch.cuda.{name}()` raises without CUDA; guard it with `torch.cuda.is_available()`")
+            return
+        prefix = self._cuda_module_text(node.func)
+        if prefix is None:
+            torch = torch_at(analysis.of(self), node)
+            prefix = f"{torch}.cuda" if torch else None
+        if prefix is None:
+            self.report(node, f"`torch.cuda.{name}()` raises without CUDA; guard it with `torch.cuda.is_available()`")
+            return
+        text = self.context.text
+        start = self.span(statement)[0]
+        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+        indent = text[line_start:start]
+        newline = self.context.module.default_newline
+        step = self.context.module.default_indent
+        guard = f"if {prefix}.is_available():{newline}{indent}{step}"
+        self.report(node, fix=[self.insert(start, guard)], fix_message=f"Guard it with `if {prefix}.is_available():`")
+
+    def _cuda_module_text(self, func: cst.BaseExpression) -> str | None:
+        """``torch.cuda`` (as written) for ``torch.cuda.synchronize``."""
+        if isinstance(func, cst.Attribute) and "torch.cuda" in self.qualified_names(func.value):
+            return self.code_of(func.value)
+        return None

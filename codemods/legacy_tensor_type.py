@@ -1,0 +1,637 @@
+"""FDV110 legacy-tensor-type: ``torch.cuda.FloatTensor(...)`` and its aliases →
+factories with ``dtype=`` and ``device=``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from fixdev.rule import Edit, Invalid, Rule
+
+from . import analysis, placement
+from .flow import What
+from .hard_coded_cuda import cuda_device, distributed, guarded, torch_at, torch_prefix
+
+# legacy type → the dtype it makes
+DTYPES = {
+    "FloatTensor": "float32",
+    "DoubleTensor": "float64",
+    "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16",
+    "LongTensor": "int64",
+    "IntTensor": "int32",
+    "ShortTensor": "int16",
+    "CharTensor": "int8",
+    "ByteTensor": "uint8",
+    "BoolTensor": "bool",
+}
+CUDA_TYPES = {f"torch.cuda.{name}": name for name in DTYPES}
+# NumPy calls that return a new array: a legacy constructor given one copies
+# nothing anyone else holds, so torch.tensor (which copies) is exact.
+NUMPY_NEW_ARRAYS = frozenset(
+    f"numpy.{name}" for name in "array zeros ones empty full arange linspace eye identity stack concatenate vstack hstack".split()
+)
+# numpy.random functions, and the position of their `size` argument: with a
+# size they return a new array (without one, a scalar).
+NUMPY_RANDOM_SIZE = {
+    "normal": 2, "uniform": 2, "randint": 2, "binomial": 2, "laplace": 2, "beta": 2, "gamma": 2,
+    "poisson": 1, "exponential": 1, "choice": 1,
+    "rand": 0, "randn": 0, "random": 0, "random_sample": 0, "standard_normal": 0,
+}  # fmt: skip
+SETS_DEFAULT_DTYPE = ("set_default_dtype", "set_default_tensor_type")
+
+
+class LegacyTensorType(Rule):
+    """
+    ## What it does
+    Rewrites the pre-1.0 CUDA tensor types into factories that say their
+    dtype and device:
+    `torch.cuda.FloatTensor(n, m)` → `torch.empty(n, m, dtype=torch.float32, device=...)`,
+    `torch.cuda.LongTensor([1, 2])` → `torch.tensor([1, 2], dtype=torch.int64, device=...)`
+    (also a new NumPy array: `FloatTensor(np.random.normal(0, 1, (n, d)))`),
+    `x.type(torch.cuda.FloatTensor)` → `x.to(device, torch.float32)`. An alias,
+    `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, is
+    rewritten at every use (`Tensor(n, 1)`, `x.type(Tensor)`) when the file
+    shows them all; the alias line then goes, or becomes the device it chose:
+    `device = torch.device("cuda" if opt.cuda else "cpu")`.
+    The device is `"cuda"` where the code already runs only with CUDA (under
+    `if cuda:`); else the device in reach or one defined once, as `cuda-call`
+    does; for an alias, the one its condition chose (`x.device` for
+    `x.is_cuda`).
+
+    ## Why is this bad?
+    `torch.cuda.FloatTensor` exists only on a CUDA build with a GPU: without
+    one, `torch.cuda.FloatTensor(3)` raises `TypeError: type
+    torch.cuda.FloatTensor not available` and `x.type(torch.cuda.FloatTensor)`
+    raises `Cannot initialize CUDA`. The legacy constructors also read
+    `FloatTensor(3)` as a size and `FloatTensor([3])` as data, and share
+    memory with a tensor they are given.
+
+    ## Example
+    ```python
+    cuda = torch.cuda.is_available()
+    Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+    valid = Tensor(imgs.size(0), 1).fill_(1.0)
+    real_imgs = imgs.type(Tensor)
+    ```
+
+    ## Use instead
+    ```python
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = torch.cuda.is_available()
+    valid = torch.empty(imgs.size(0), 1, dtype=torch.float32, device=device).fill_(1.0)
+    real_imgs = imgs.to(device, torch.float32)
+    ```
+
+    ## Fix safety
+    The dtype is kept exactly (`torch.Tensor` in an alias's CPU branch is the
+    default dtype, float32, unless the file changes it; then the alias is
+    reported). Sizes give uninitialised memory, as before. Data is copied,
+    as the legacy constructor copies a list or a new array. An alias at
+    module level is removed only from a file that runs as a script (a
+    top-level loop or `parse_args()`): no other module imports it. On a GPU
+    the tensors land where they did; without one, on the CPU.
+
+    ## When it stays silent
+    `Variable(x).cuda()` is `cuda-call`'s (`.cuda()` → `.to(device)`;
+    `Variable` itself is a harmless no-op since 0.4). CPU types
+    (`torch.FloatTensor(n)`) run everywhere and are left alone, and so are
+    type checks (`isinstance(x, torch.cuda.FloatTensor)`).
+    Reported without a fix: a tensor, an existing array or any argument the
+    code does not show to be sizes or new data (the legacy constructor may
+    share its memory), keyword arguments, a module's `.type(...)` (which also
+    casts integer buffers), an alias bound twice, on an attribute, or used
+    other than as a constructor or `.type()` argument, and
+    `torch.set_default_tensor_type(torch.cuda.FloatTensor)`.
+    """
+
+    code = "FDV110"
+    name = "legacy-tensor-type"
+    group = "cuda-only"
+    message = "Legacy `torch.cuda.*Tensor` type: CUDA-only; use a factory with `dtype=` and `device=`"
+    trigger = r"cuda\s*\.\s*\w*Tensor\b|from\s+torch\.cuda\s+import"
+
+    VALID = [
+        "import torch\nx = torch.FloatTensor(3, 4)\n",
+        "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
+        "import torch\nfrom torch.autograd import Variable\nx = Variable(torch.ones(3)).cuda()\n",
+        "import torch\nx = torch.empty(3, dtype=torch.float32, device='cuda')\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nx = torch.cuda.FloatTensor(2, 3).zero_()\n",
+            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            "x = torch.empty(2, 3, dtype=torch.float32, device=device).zero_()\n",
+        ),
+        Invalid(
+            "import torch\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor([0, 2])\n",
+            "import torch\nif torch.cuda.is_available():\n    idx = torch.tensor([0, 2], dtype=torch.int64, device=\"cuda\")\n",
+        ),
+        Invalid(
+            "import torch\ndef prepare(x, device):\n    return x.type(torch.cuda.FloatTensor)\n",
+            "import torch\ndef prepare(x, device):\n    return x.to(device, torch.float32)\n",
+        ),
+        Invalid(
+            "import torch\ncuda = torch.cuda.is_available()\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+            "for imgs in loader:\n    valid = Tensor(imgs.size(0), 1).fill_(1.0)\n    real = imgs.type(Tensor)\n",
+            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\ncuda = torch.cuda.is_available()\n'
+            "for imgs in loader:\n    valid = torch.empty(imgs.size(0), 1, dtype=torch.float32, device=device).fill_(1.0)\n"
+            "    real = imgs.to(device, torch.float32)\n",
+        ),
+        Invalid(
+            "import torch\ndef sample(mu):\n    Tensor = torch.cuda.FloatTensor if mu.is_cuda else torch.FloatTensor\n    return Tensor(mu.size(0), 8).normal_()\n",
+            "import torch\ndef sample(mu):\n    return torch.empty(mu.size(0), 8, dtype=torch.float32, device=mu.device).normal_()\n",
+        ),
+        Invalid("import torch\ndef wrap(t):\n    return torch.cuda.FloatTensor(t)\n", None),
+    ]
+
+    # -- direct uses --------------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        legacy = self._cuda_type(node.func)
+        if legacy is not None:
+            self._direct(node, node, legacy, torch_prefix(self, node.func.value) if isinstance(node.func, cst.Attribute) else None)
+            return
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "type" and node.args:
+            legacy = self._cuda_type(node.args[0].value)
+            if legacy is not None and node.args[0].keyword is None:
+                self._direct(node, node, legacy, self._torch_of(node.args[0].value))
+            return
+        if legacy is None and analysis.last_name(node.func) == "set_default_tensor_type" and node.args:
+            if self._cuda_type(node.args[0].value) and not guarded(analysis.of(self), node):
+                self.report(node, "`set_default_tensor_type` with a CUDA type is CUDA-only; use `torch.set_default_device`")
+
+    def _cuda_type(self, node: cst.BaseExpression) -> str | None:
+        """``FloatTensor`` for ``torch.cuda.FloatTensor`` (or its string)."""
+        if isinstance(node, cst.SimpleString):
+            value = node.evaluated_value
+            return CUDA_TYPES.get(value) if isinstance(value, str) else None
+        if analysis.last_name(node) not in DTYPES:
+            return None
+        return next((CUDA_TYPES[q] for q in self.qualified_names(node) if q in CUDA_TYPES), None)
+
+    def _torch_of(self, legacy: cst.BaseExpression) -> str | None:
+        """``t`` for ``t.cuda.FloatTensor`` when ``t`` is torch."""
+        if isinstance(legacy, cst.Attribute) and isinstance(legacy.value, cst.Attribute):
+            return torch_prefix(self, legacy.value)
+        return None
+
+    def _direct(self, call: cst.Call, site: cst.CSTNode, legacy: str, torch: str | None) -> None:
+        facts = analysis.of(self)
+        torch = torch or torch_at(facts, call)
+        if facts.enclosing(call, cst.Lambda) is None and (guarded(facts, call) or distributed(facts, call)):
+            device = ('"cuda"', [])
+        else:
+            device = cuda_device(self, call)
+        rewrite = self._rewrite(call, legacy, torch, device)
+        if isinstance(rewrite, str):
+            self.report(site, rewrite)
+        else:
+            edits, how = rewrite
+            self.report(site, fix=edits, fix_message=how)
+
+    def _rewrite(self, call: cst.Call, legacy: str, torch: str | None, device: tuple[str, list[Edit]] | None) -> tuple[list[Edit], str] | str:
+        """The edits that rewrite ``call`` (a constructor call, or
+        ``x.type(T)``); or why not, as a message."""
+        dtype = DTYPES[legacy]
+        if torch is None:
+            return f"Legacy `{legacy}`: CUDA-only; `torch` is not imported where this runs"
+        if device is None:
+            return f"Legacy `{legacy}`: CUDA-only; no place to define a device that is sure to run before this line"
+        device_text, edits = device
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "type":
+            receiver = call.func.value
+            kept = call.args[1:]
+            if any(a.keyword is None or a.keyword.value != "non_blocking" for a in kept):
+                return f"Legacy `{legacy}` with other arguments: use `.to(device, torch.{dtype})`"
+            if analysis.of(self).kind(receiver, call) is analysis.Kind.MODULE:
+                return f"`Module.type({legacy})` also casts integer buffers: use `.to(device, torch.{dtype})` if that is not needed"
+            start, end = self.span(call.func.attr)[0], self.span(call)[1]
+            text = analysis.call_text(self, "to", [device_text, f"{torch}.{dtype}"], kept)
+            return [*edits, Edit(start, end, text)], f"Use `.to({device_text}, {torch}.{dtype})`"
+        kind = self._arguments(call)
+        if kind is None:
+            return f"Legacy `{legacy}` of an existing tensor or array may share its memory: rewrite it by hand"
+        factory = "empty" if kind == "sizes" else "tensor"
+        args = list(call.args) if call.args else [cst.Arg(cst.Integer("0"))]
+        new = call.with_changes(func=cst.parse_expression(f"{torch}.{factory}"), args=args)
+        new = analysis.with_keyword_argument(new, "dtype", f"{torch}.{dtype}")
+        new = analysis.with_keyword_argument(new, "device", device_text)
+        return [*edits, self.replace(call, new)], f"Use `{torch}.{factory}(..., dtype={torch}.{dtype}, device={device_text})`"
+
+    def _arguments(self, call: cst.Call) -> str | None:
+        """``"sizes"``, ``"data"`` (a list, a tuple or a new NumPy array), or
+        None when the code does not show which."""
+        args = call.args
+        if any(a.keyword is not None or a.star == "**" for a in args):
+            return None
+        if not args or len(args) > 1 or args[0].star == "*":
+            return "sizes"
+        value = args[0].value
+        if isinstance(value, (cst.List, cst.Tuple)):
+            return "data"
+        if self._is_size(value):
+            return "sizes"
+        if self._is_new_array(value):
+            return "data"
+        if isinstance(value, cst.Name):
+            flow = analysis.flow_of(self)
+            node = flow.node_at(*self.span(value))
+            if node is not None and flow.what(node) is What.SCALAR:
+                return "sizes"
+        return None
+
+    def _is_size(self, value: cst.BaseExpression) -> bool:
+        """An int or a shape, as the code shows: a literal, ``x.size(...)``,
+        ``x.shape``, ``len(...)``, ``torch.Size(...)``, or arithmetic of them."""
+        if isinstance(value, cst.Integer):
+            return True
+        if isinstance(value, cst.Attribute):
+            return value.attr.value == "shape"
+        if isinstance(value, cst.Call):
+            name = analysis.last_name(value.func)
+            if name == "size" and isinstance(value.func, cst.Attribute):
+                return True
+            return (name == "len" and isinstance(value.func, cst.Name)) or "torch.Size" in self.qualified_names(value.func)
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)):
+            return self._is_size(value.left) and self._is_size(value.right) and not self._shape(value.left) and not self._shape(value.right)
+        return False
+
+    @staticmethod
+    def _shape(value: cst.BaseExpression) -> bool:
+        """A shape (a tuple), whose arithmetic would be tuple arithmetic."""
+        if isinstance(value, cst.Attribute):
+            return value.attr.value == "shape"
+        return isinstance(value, cst.Call) and analysis.last_name(value.func) == "size" and not value.args
+
+    def _is_new_array(self, value: cst.BaseExpression) -> bool:
+        """A NumPy call that returns a new array (``np.random.normal(0, 1, (n, d))``),
+        or arithmetic of one with numbers."""
+        if isinstance(value, cst.BinaryOperation):
+            sides = (value.left, value.right)
+            return any(self._is_new_array(s) for s in sides) and all(self._is_new_array(s) or isinstance(s, (cst.Integer, cst.Float)) for s in sides)
+        if not isinstance(value, cst.Call):
+            return False
+        names = self.qualified_names(value.func)
+        if names & NUMPY_NEW_ARRAYS:
+            return not any(a.keyword is not None and a.keyword.value == "copy" for a in value.args)
+        for name in names:
+            if name.startswith("numpy.random.") and name[13:] in NUMPY_RANDOM_SIZE:
+                position = NUMPY_RANDOM_SIZE[name[13:]]
+                positional = [a for a in value.args if a.keyword is None and not a.star]
+                return len(positional) > position or any(a.keyword is not None and a.keyword.value == "size" for a in value.args)
+        return False
+
+    # -- aliases ----------------------------------------------------------------------
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        legacy, condition, cuda_first = self._alias_value(value)
+        if legacy is None:
+            return
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            self.report(value, f"Legacy `{legacy}` alias: CUDA-only; use factories with `dtype=` and `device=`")
+            return
+        _Alias(self, node, node.targets[0].target.value, legacy, condition, cuda_first).fix()
+
+    def _alias_value(self, value: cst.BaseExpression) -> tuple[str | None, cst.BaseExpression | None, bool]:
+        """(legacy type, condition, whether the CUDA type is the true branch)
+        for ``torch.cuda.X`` or ``torch.cuda.X if c else torch.X``."""
+        if isinstance(value, cst.IfExp):
+            for cuda_side, cpu_side, cuda_first in ((value.body, value.orelse, True), (value.orelse, value.body, False)):
+                legacy = self._cuda_type(cuda_side) if not isinstance(cuda_side, cst.SimpleString) else None
+                if legacy is not None:
+                    return (legacy, value.test, cuda_first) if self._cpu_twin(cpu_side, legacy) else (None, None, True)
+            return None, None, True
+        if isinstance(value, cst.SimpleString):
+            return None, None, True
+        return self._cuda_type(value), None, True
+
+    def _cpu_twin(self, node: cst.BaseExpression, legacy: str) -> bool:
+        names = self.qualified_names(node)
+        if f"torch.{legacy}" in names:
+            return True
+        if legacy == "FloatTensor" and "torch.Tensor" in names:
+            return not any(name in self.context.text for name in SETS_DEFAULT_DTYPE)
+        return False
+
+
+class _Alias:
+    """``NAME = torch.cuda.X [if COND else torch.X]`` and every use of NAME."""
+
+    def __init__(self, rule: LegacyTensorType, statement: cst.Assign, name: str, legacy: str, condition: cst.BaseExpression | None, cuda_first: bool) -> None:
+        self.rule = rule
+        self.facts = analysis.of(rule)
+        self.statement = statement
+        self.name = name
+        self.legacy = legacy
+        self.condition = condition
+        self.cuda_first = cuda_first
+        self.scope = self.facts.enclosing(statement, cst.FunctionDef)
+        self.value = statement.value
+
+    def fix(self) -> None:
+        rule, facts = self.rule, self.facts
+        message = f"Legacy `{self.legacy}` alias `{self.name}`: CUDA-only where unguarded; use factories with `dtype=` and `device=`"
+        if not self._bound_once():
+            rule.report(self.value, f"{message} (`{self.name}` is bound more than once)")
+            return
+        if self.condition is None and guarded(facts, self.statement):
+            rule.report(self.value, message)
+            return
+        uses = [u for u in _uses(facts).get(self.name, []) if self._resolves_here(u)]
+        if any(self._call_of(u) is None or not self._after_binding(u) for u in uses):
+            rule.report(self.value, f"{message} (`{self.name}` is used other than as a constructor or `.type()` argument)")
+            return
+        if not uses:
+            return  # nothing to rewrite; importing the name is harmless
+        definition = self._device_definition()
+        rewrites: list[tuple[cst.Call, tuple[list[Edit], str] | str]] = []
+        for use in uses:
+            call = self._call_of(use)
+            device = self._device_at(call, definition)
+            torch = torch_at(facts, call) or self._torch_through_alias(call)
+            rewrites.append((call, rule._rewrite(call, self.legacy, torch, device)))
+        inserted = [definition[1]] if definition is not None else []
+        line_edit = self._line_edit()
+        if line_edit is not None and all(not isinstance(r, str) for _, r in rewrites):
+            edits = sorted({line_edit, *inserted, *(e for _, (found, _) in rewrites for e in found)})
+            if any(a.end > b.start or a.start == b.start for a, b in zip(edits, edits[1:])):
+                rule.report(self.value, f"{message} (uses nested in one another: rewrite by hand)")
+                return
+            rule.report(self.value, message, fix=edits, fix_message=f"Rewrite every use of `{self.name}` with `dtype=torch.{DTYPES[self.legacy]}` and a device")
+            return
+        for call, rewrite in rewrites:
+            if isinstance(rewrite, str):
+                rule.report(call, rewrite)
+            else:
+                edits, how = rewrite
+                rule.report(call, fix=[*edits, *inserted], fix_message=how)
+
+    # -- uses -------------------------------------------------------------------------
+
+    def _call_of(self, use: cst.Name) -> cst.Call | None:
+        """The call ``NAME(...)`` or ``x.type(NAME)`` this use is part of."""
+        parent = self.facts.parent(use)
+        if isinstance(parent, cst.Call) and parent.func is use:
+            return parent
+        if isinstance(parent, cst.Arg) and parent.keyword is None and not parent.star:
+            call = self.facts.parent(parent)
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "type" and call.args[0] is parent:
+                return call
+        return None
+
+    def _bound_once(self) -> bool:
+        """The alias is the one binding of its name in its scope (the function,
+        or the module), and no function declares the name global."""
+        if any(self.name in placement.bound_names(n) for n in self.facts.index_order() if isinstance(n, (cst.Global, cst.Nonlocal))):
+            return False
+        body = self.scope.body if self.scope is not None else self.facts.module
+        count = sum(self.name in placement.bound_names(n) for n in placement.own_statements(body))
+        if self.scope is not None:
+            count += self.name in placement.parameter_names(self.scope)
+        return count == 1
+
+    def _resolves_here(self, use: cst.Name) -> bool:
+        """``use`` reads the alias's binding: the nearest enclosing function
+        that binds the name is the alias's scope (none: the module)."""
+        func = self.facts.enclosing(use, cst.FunctionDef)
+        while func is not None and not placement.binds(func, self.name):
+            func = self.facts.enclosing(func, cst.FunctionDef)
+        return func is self.scope
+
+    def _after_binding(self, use: cst.CSTNode) -> bool:
+        """In a function, the alias runs before the use."""
+        return self.scope is None or placement.dominates(self.facts, self.statement, use)
+
+    def _torch_through_alias(self, use: cst.CSTNode) -> str | None:
+        """``t`` of the alias's own ``t.cuda.X``: the alias ran before any use
+        of it, so ``t`` is bound there too, when the alias's scope binds it
+        once and no function in between binds it again (an ``import torch``
+        inside ``try:`` reaches no further than this)."""
+        cuda_side = self.value.body if isinstance(self.value, cst.IfExp) and self.cuda_first else self.value.orelse if isinstance(self.value, cst.IfExp) else self.value
+        torch = self.rule._torch_of(cuda_side)
+        if torch is None:
+            return None
+        body = self.scope.body if self.scope is not None else self.facts.module
+        bindings = sum(torch in placement.bound_names(n) for n in placement.own_statements(body))
+        if self.scope is not None:
+            bindings += torch in placement.parameter_names(self.scope)
+        if bindings > 1:
+            return None
+        func = self.facts.enclosing(use, cst.FunctionDef)
+        while func is not None and func is not self.scope:
+            if placement.binds(func, torch):
+                return None
+            func = self.facts.enclosing(func, cst.FunctionDef)
+        return torch
+
+    # -- the device -------------------------------------------------------------------
+
+    def needs_definition(self) -> bool:
+        """Neither an availability check nor ``x.is_cuda`` stands for the
+        alias's condition: the device is defined from the condition itself."""
+        return self.condition is not None and not _is_availability(self.rule, self.condition) and self._is_cuda_parameter() is None
+
+    def definition_key(self) -> tuple:
+        """Aliases of one block with one condition share one definition."""
+        line = self.facts.parent(self.statement)
+        return id(self.facts.parent(line)), self.rule.code_of(self.condition), self.cuda_first
+
+    def _device_definition(self) -> tuple[str, Edit] | None:
+        """(name, insertion) of the device the alias's condition chooses:
+        ``NAME = torch.device("cuda" if COND else "cpu")``, just before the
+        first alias of its block with that condition, so that every alias
+        sharing it inserts the very same line (the engine applies it once)."""
+        if not self.needs_definition():
+            return None
+        found = _condition_devices(self.rule).get(self.definition_key())
+        if found is None:
+            return None
+        name, anchor, torch = found
+        line = self.facts.parent(anchor.statement)
+        block = self.facts.parent(line)
+        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return None
+        branches = '"cuda" if {} else "cpu"' if self.cuda_first else '"cpu" if {} else "cuda"'
+        text = f"{name} = {torch}.device({branches.format(self.rule.code_of(self.condition))})"
+        return name, placement.lines_before(self.rule, block, block.body.index(line), [text])
+
+    def _is_cuda_parameter(self) -> str | None:
+        """``x`` for ``if x.is_cuda``, when x is a parameter of the function
+        holding the alias that nothing rebinds."""
+        condition = self.condition
+        if not (isinstance(condition, cst.Attribute) and condition.attr.value == "is_cuda" and isinstance(condition.value, cst.Name)):
+            return None
+        name = condition.value.value
+        if self.scope is None or name not in placement.parameter_names(self.scope):
+            return None
+        body = self.scope.body
+        if any(name in placement.bound_names(s) for s in placement.own_statements(body)):
+            return None
+        return name if self.cuda_first else None
+
+    def _device_at(self, call: cst.Call, definition: tuple[str, str] | None) -> tuple[str, list[Edit]] | None:
+        if definition is not None:
+            return definition[0], []
+        if self.condition is None and (guarded(self.facts, call) or distributed(self.facts, call)):
+            return '"cuda"', []
+        tensor = self._is_cuda_parameter()
+        if tensor is not None:
+            return f"{tensor}.device", []
+        if self.condition is None:
+            return cuda_device(self.rule, call)
+        if not self.cuda_first:
+            return None
+        # the condition is an availability check: the device cuda-call
+        # defines (or one the program has) is the one it chose, at every use
+        existing = self.facts.device_at(call)
+        return (existing, []) if existing is not None else placement.define_device(self.rule, self.facts, call)
+
+    # -- the alias line -----------------------------------------------------------------
+
+    def _line(self) -> cst.SimpleStatementLine | None:
+        line = self.facts.parent(self.statement)
+        if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+            block = self.facts.parent(line)
+            if isinstance(block, (cst.IndentedBlock, cst.Module)) and len(block.body) > 1:
+                return line
+        return None
+
+    def _line_edit(self) -> Edit | None:
+        """The alias line, removed; None when it stays (another module may
+        import it, or a comment shares its line)."""
+        line = self._line()
+        if line is None or (self.scope is None and not _runs_as_script(self.facts)):
+            return None
+        text = self.rule.context.text
+        start, end = self.rule.span(line)
+        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+        rest = text[end:]
+        stripped = rest.lstrip(" \t")
+        if stripped.startswith("#"):
+            return None  # a comment on the line: keep the line
+        newline = len(rest) - len(stripped)
+        for ending in ("\r\n", "\n", "\r"):
+            if stripped.startswith(ending):
+                newline += len(ending)
+                break
+        return Edit(line_start, end + newline, "")
+
+
+
+def _condition_devices(rule: LegacyTensorType) -> dict[tuple, tuple[str, "_Alias", str]]:
+    """Each condition an alias's device is defined from (see
+    ``_Alias.definition_key``) → (a name of its own, the first alias with it,
+    how that alias spells torch). Names skip the one ``define_device`` would
+    take, so a device ``cuda-call`` defines in the same run is another name."""
+    facts = analysis.of(rule)
+    if "legacy_alias_devices" not in facts.shared:
+        taken = {placement.free_name(facts)} | facts.identifiers()
+        names = iter([n for n in placement.NEW_DEVICE_NAMES if n not in taken])
+        found: dict[tuple, tuple[str, _Alias, str]] = {}
+        assignments = [n for n in facts.index_order() if isinstance(n, cst.Assign)]
+        for node in sorted(assignments, key=facts.start):  # in reading order: the first alias anchors
+            if not (len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+                continue
+            legacy, condition, cuda_first = rule._alias_value(node.value)
+            if legacy is None or condition is None:
+                continue
+            alias = _Alias(rule, node, node.targets[0].target.value, legacy, condition, cuda_first)
+            torch = rule._torch_of(node.value.body if cuda_first else node.value.orelse)
+            if not alias.needs_definition() or torch is None or alias.definition_key() in found:
+                continue
+            name = next(names, None)
+            if name is None:
+                break
+            found[alias.definition_key()] = (name, alias, torch)
+        facts.shared["legacy_alias_devices"] = found
+    return facts.shared["legacy_alias_devices"]
+
+
+def _is_availability(rule: Rule, condition: cst.BaseExpression, depth: int = 0) -> bool:
+    """``torch.cuda.is_available()``, ``True if torch.cuda.is_available() else
+    False``, or a name bound once (in the whole file) to one of them."""
+    if isinstance(condition, cst.Call):
+        return not condition.args and "torch.cuda.is_available" in rule.qualified_names(condition.func)
+    if isinstance(condition, cst.IfExp):
+        return _is_availability(rule, condition.test, depth) and _constant(condition.body) is True and _constant(condition.orelse) is False
+    if isinstance(condition, cst.Name) and depth == 0:
+        facts = analysis.of(rule)
+        if _binding_counts(facts).get(condition.value) != 1:
+            return False
+        for node in facts.index_order():
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == condition.value:
+                return _is_availability(rule, node.value, depth + 1)
+    return False
+
+
+def _constant(node: cst.BaseExpression) -> bool | None:
+    return {"True": True, "False": False}.get(node.value) if isinstance(node, cst.Name) else None
+
+
+def _runs_as_script(facts: "analysis.FileAnalysis") -> bool:
+    """The module does its work when run (a top-level loop, or ``parse_args()``
+    outside functions): a script, which no other module imports."""
+    if "runs_as_script" not in facts.shared:
+        found = False
+        for statement in facts.module.body:
+            if isinstance(statement, (cst.For, cst.While)):
+                found = True
+            elif isinstance(statement, cst.SimpleStatementLine):
+                stack: list[cst.CSTNode] = [statement]
+                while stack and not found:
+                    node = stack.pop()
+                    found = isinstance(node, cst.Call) and analysis.last_name(node.func) == "parse_args"
+                    stack.extend(node.children)
+            if found:
+                break
+        facts.shared["runs_as_script"] = found
+    return facts.shared["runs_as_script"]
+
+
+def _binding_counts(facts: "analysis.FileAnalysis") -> dict[str, int]:
+    """Name → how many statements, parameters or comprehensions of the whole
+    file bind it."""
+    if "binding_counts" not in facts.shared:
+        counts: dict[str, int] = {}
+        for node in facts.index_order():
+            if isinstance(node, cst.Param):
+                names = {node.name.value}
+            elif isinstance(node, cst.CompFor):
+                names = {n.value for n in _target_names(node.target)}
+            else:
+                names = placement.bound_names(node)
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+        facts.shared["binding_counts"] = counts
+    return facts.shared["binding_counts"]
+
+
+def _target_names(target: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return []
+
+
+def _uses(facts: "analysis.FileAnalysis") -> dict[str, list[cst.Name]]:
+    """Name → the places the file reads it (not ``x.NAME``, ``NAME=`` keywords,
+    or where it is bound by an assignment)."""
+    if "name_reads" not in facts.shared:
+        reads: dict[str, list[cst.Name]] = {}
+        for node in facts.index_order():
+            if not isinstance(node, cst.Name):
+                continue
+            parent = facts.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.attr is node:
+                continue
+            if isinstance(parent, cst.Arg) and parent.keyword is node:
+                continue
+            if isinstance(parent, (cst.AssignTarget, cst.ImportAlias, cst.AsName, cst.FunctionDef, cst.ClassDef, cst.Param)):
+                continue
+            reads.setdefault(node.value, []).append(node)
+        facts.shared["name_reads"] = reads
+    return facts.shared["name_reads"]
