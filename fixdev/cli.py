@@ -192,6 +192,11 @@ def main_command(
     list_rules: bool = typer.Option(False, "--list-rules", callback=_list_rules, is_eager=True, help="List the rules."),
     explain: Optional[str] = typer.Option(None, "--explain", callback=_explain, is_eager=True, help="Print a rule's documentation.", metavar="RULE"),
     lsp: bool = typer.Option(False, "--lsp", callback=_lsp, is_eager=True, help="Serve the Language Server Protocol on stdio (needs fixdev[lsp])."),
+    traceback_log: Optional[str] = typer.Option(None, "--traceback", metavar="LOG", help="Explain and fix the device errors in a traceback (a log file, or '-' for stdin); PATH... holds the code it ran (default: .)."),
+    probe: Optional[str] = typer.Option(None, "--probe", metavar="FILE:CLASS", help="Build the module, move it and its inputs to a fake GPU and run forward (needs fixdev[probe])."),
+    probe_inputs: Optional[List[str]] = typer.Option(None, "--input", metavar="SHAPE", help="With --probe: an input's shape, 8,3,32,32 (8,16:long for integers); repeatable."),
+    probe_init: Optional[str] = typer.Option(None, "--init", metavar="JSON", help="With --probe: the constructor's arguments, a JSON object (keywords) or list."),
+    probe_train: bool = typer.Option(False, "--train", help="With --probe: train mode, then the loss and backward where the fake GPU allows."),
 ) -> None:
     """Find and fix PyTorch device bugs (CPU/CUDA mismatches)."""
     if sum((check, diff, apply)) > 1:
@@ -210,6 +215,11 @@ def main_command(
     if select or extend_select or ignore:
         _check_selection(overrides)
     use_color = _use_color(color)
+    if (probe_inputs or probe_init is not None or probe_train) and probe is None:
+        _fail("--input, --init and --train go with --probe FILE:CLASS")
+    if traceback_log is not None or probe is not None:
+        raise typer.Exit(_diagnose(traceback_log, probe, paths, mode, overrides, output_format, quiet, exit_zero, use_color, _words(exclude),
+                                   probe_inputs or [], probe_init, probe_train))
     paths = paths or [Path(".")]
 
     if any(str(p) == "-" for p in paths):
@@ -268,6 +278,35 @@ def main_command(
     if not quiet:
         _summary(results, mode, errors)
     raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+
+
+def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], mode: Mode, overrides: Overrides, fmt: Format, quiet: bool,
+              exit_zero: bool, color: bool, excludes: tuple[str, ...], inputs: List[str], init: str | None, train: bool) -> int:
+    """--traceback and --probe: from an error (a log, or one the fake GPU
+    raises) to the line, the why and the fix. Their modules load only here."""
+    if log is not None and probe is not None:
+        _fail("choose one of --traceback and --probe")
+    if fmt not in (Format.full, Format.concise, Format.json):
+        _fail(f"--{'traceback' if log is not None else 'probe'} prints full, concise or json output")
+    if any(str(p) == "-" for p in paths or ()):
+        _fail("with --traceback and --probe, '-' is not a PATH (--traceback - reads the log from stdin)")
+    if probe is not None:
+        from . import probe as probing
+
+        if paths:
+            _fail("--probe takes no PATH: the file is in FILE:CLASS")
+        return probing.run(probe, inputs, init, train, mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo)
+    from . import traceback as tracebacks
+
+    if log == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(log).read_bytes()
+        except OSError as exc:
+            _fail(f"cannot read the log {log}: {exc.strerror or exc}")
+    text = data.decode("utf-8", "replace")
+    return tracebacks.run(text, paths or [Path(".")], mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo, excludes)
 
 
 def _check_selection(overrides: Overrides) -> None:

@@ -1,0 +1,325 @@
+"""``fixdev --traceback LOG [PATH...]``: every case folder of
+``fixtures/traceback/`` (a log, the code it ran, and ``case.toml`` saying
+what must be said and fixed) through the CLI, run from the case's folder as a
+user would run it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import FIXTURES, ROOT, run_fixdev
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CASES_DIR = FIXTURES / "traceback"
+CASES = sorted(folder for folder in CASES_DIR.iterdir() if (folder / "case.toml").is_file())
+PROGRAM = ROOT / "tests" / "programs" / "robust_trainer.py"
+
+
+class Ran:
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def fixdev_in(folder: Path, *args: str, stdin: bytes | None = None) -> Ran:
+    """The CLI run in this process from ``folder`` (a subprocess per run
+    would cost most of this module's time in imports)."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from fixdev import cli
+
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        result = CliRunner(env={"NO_COLOR": "1"}).invoke(cli.app, list(args), input=stdin, catch_exceptions=False)
+    finally:
+        os.chdir(here)
+    return Ran(result.exit_code, result.stdout_bytes, result.stderr_bytes)
+
+
+def spec_of(folder: Path) -> dict:
+    return tomllib.loads((folder / "case.toml").read_text())
+
+
+def copy_case(folder: Path, tmp_path: Path) -> Path:
+    target = tmp_path / folder.name
+    shutil.copytree(folder, target)
+    return target
+
+
+def diff_lines(diff: str) -> set[int]:
+    """Lines of the old file a unified diff changes; an insertion counts as
+    the line it goes before."""
+    touched: set[int] = set()
+    old, replacing = 0, False
+    for line in diff.splitlines():
+        hunk = re.match(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@", line)
+        if hunk:
+            old, replacing = int(hunk.group(1)), False
+            continue
+        if line.startswith(("---", "+++")) or not old:
+            continue
+        if line.startswith("-"):
+            touched.add(old)
+            old, replacing = old + 1, True
+        elif line.startswith("+"):
+            if not replacing:  # new lines of their own: where they go
+                touched.add(old)
+        else:
+            old, replacing = old + 1, False
+    return touched
+
+
+def test_every_family_has_a_case():
+    from fixdev.traceback import FAMILIES
+
+    covered = {spec_of(folder)["family"] for folder in CASES}
+    wanted = {family.name for family in FAMILIES} - {"tensor-type", "legacy-type"}  # extras beyond the issue's list
+    assert wanted <= covered, wanted - covered
+
+
+@pytest.mark.parametrize("folder", CASES, ids=lambda p: p.name)
+def test_diff_shows_the_fix_at_the_right_line(folder, tmp_path):
+    spec = spec_of(folder)
+    case = copy_case(folder, tmp_path)
+    before = {p: p.read_bytes() for p in case.rglob("*.py")}
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert "Traceback (most recent call last)" not in err, err
+    assert {p: p.read_bytes() for p in case.rglob("*.py")} == before, "--diff must not write"
+    # the error in one line, then the frame: the local file and line
+    assert f"{spec['file']}:{spec['line']}: " in err, err
+    if spec.get("status") == "stale":
+        assert result.returncode == 2
+        assert f"line {spec['line']} of {spec['file']} changed since the error" in err and "nothing fixed" in err
+        assert out == ""
+        return
+    assert re.search(rf"\b{spec['line']} \| ", err), err
+    assert result.returncode == 1, err
+    for words in spec["explain"]:
+        assert words in err, (words, err)
+    from fixdev.registry import all_rules
+
+    registered = {rule.code for rule in all_rules()}
+    assert set(spec["codes"]) <= registered, "a case names a rule that does not exist"
+    if spec["codes"]:
+        assert out.startswith(f"--- a/{spec['file']}\n+++ b/{spec['file']}\n"), out
+        assert diff_lines(out) == set(spec["fix_lines"]), out
+        for code in spec["codes"]:
+            assert re.search(rf"fix: {code} \[[a-z-]+\] \[\*\]", err), err
+        assert "change:" not in err
+    else:
+        assert out == "", "no rule's fix: nothing to apply"
+        assert "change:" in err
+        for words in spec["change"]:
+            assert words in err, (words, err)
+
+
+@pytest.mark.parametrize("folder", [f for f in CASES if spec_of(f)["codes"]], ids=lambda p: p.name)
+def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
+    spec = spec_of(folder)
+    case = copy_case(folder, tmp_path)
+    target = case / spec["file"]
+    original = target.read_text()
+    check = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--check")
+    assert check.returncode == 1 and target.read_text() == original
+    # --check shows everything on stdout, the fix as a diff included
+    assert f"--- a/{spec['file']}" in check.stdout.decode() and "why:" in check.stdout.decode()
+    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply")
+    assert applied.returncode == 0, applied.stderr.decode()
+    fixed = target.read_text()
+    assert fixed != original
+    # what --apply wrote is what the rules write for those findings
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / target.name).write_text(original)
+    rules = fixdev_in(alone, "--no-cache", "--apply", "--select", ",".join(spec["codes"]), target.name)
+    assert rules.returncode in (0, 1)
+    assert set(_changed(original, fixed)) <= set(_changed(original, (alone / target.name).read_text()))
+    # run again on the same log: the findings are gone, nothing more is written
+    again = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply")
+    assert again.returncode in (1, 2) and "fix:" not in again.stderr.decode()
+    assert target.read_text() == fixed
+
+
+def _changed(old: str, new: str) -> list[str]:
+    import difflib
+
+    return [line for line in difflib.ndiff(old.splitlines(), new.splitlines()) if line[:1] in "+-"]
+
+
+def test_json_output(tmp_path):
+    case = copy_case(CASES_DIR / "library_frames", tmp_path)
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--output-format", "json")
+    assert result.returncode == 1
+    (item,) = json.loads(result.stdout)
+    assert item["family"] == "input-weight"
+    assert item["error"].startswith("RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor)")
+    assert item["devices"] == ["cuda", "cpu"]
+    assert item["frame"] == {
+        "log_path": "/home/alice/projects/cifar/train.py", "line": 29, "function": "main",
+        "source": "output = model(images)", "file": "train.py",
+    }
+    assert item["status"] == "fixable"
+    assert any("DataLoader" in sentence for sentence in item["explanation"])
+    assert [f["code"] for f in item["findings"]] == ["FDV107"]
+    assert item["findings"][0]["fix"]["applied"] is False
+    assert item["diff"].startswith("--- a/train.py") and "+        images, labels = images.to(device), labels.to(device)" in item["diff"]
+    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "--output-format", "json")
+    (item,) = json.loads(applied.stdout)
+    assert applied.returncode == 0 and item["status"] == "fixed" and item["findings"][0]["fix"]["applied"] is True
+
+
+def test_concise_output_and_stdin(tmp_path):
+    case = copy_case(CASES_DIR / "deserialize", tmp_path)
+    log = (case / "error.log").read_bytes()
+    result = fixdev_in(case, "--no-cache", "--traceback", "-", "--output-format", "concise", stdin=log)
+    assert result.returncode == 1
+    assert result.stdout.decode() == (
+        "predict.py:10: deserialize: RuntimeError: Attempting to deserialize object on a CUDA device but "
+        "torch.cuda.is_available() is False. If you are running on a CPU-only machine, please use torch.load with "
+        "map_location=torch.device('cpu') to map your storages to the CPU. [fix: FDV105]\n"
+    )
+
+
+def test_paths_narrow_where_the_frames_may_point(tmp_path):
+    """Given PATH, only files under it are candidates: under tools/ the only
+    model.py is another file, whose line 13 is not the log's: nothing fixed."""
+    case = copy_case(CASES_DIR / "another_machine", tmp_path)
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "tools")
+    err = result.stderr.decode()
+    assert result.returncode == 2 and result.stdout == b""
+    assert "line 13 of tools/model.py is not the line the log shows" in err and "or another file of that name" in err
+    elsewhere = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "src/rank_utils")
+    assert elsewhere.returncode == 2 and "src/rank_utils: error:" in elsewhere.stderr.decode()
+
+
+def test_unrecognised_log_exits_2_naming_the_families(tmp_path):
+    result = run_fixdev("--traceback", str(CASES_DIR / "unrecognised" / "error.log"), "--diff", cwd=tmp_path)
+    err = result.stderr.decode()
+    assert result.returncode == 2 and result.stdout == b""
+    assert "no device error recognised in the log (it shows: ModuleNotFoundError: No module named 'torchvision')" in err
+    for family in ("same-device", "input-weight", "numpy", "deserialize", "no-cuda-build", "no-driver", "index-device", "data-parallel", "backend", "device-type"):
+        assert f"  {family}: " in err
+
+
+def test_unreadable_log_and_usage_errors(tmp_path):
+    missing = fixdev_in(tmp_path, "--traceback", "nope.log")
+    assert missing.returncode == 2 and "cannot read the log nope.log" in missing.stderr.decode()
+    both = fixdev_in(tmp_path, "--traceback", "x.log", "--probe", "m.py:Net")
+    assert both.returncode == 2 and "choose one of --traceback and --probe" in both.stderr.decode()
+    sarif = fixdev_in(tmp_path, "--traceback", "x.log", "--output-format", "sarif")
+    assert sarif.returncode == 2 and "full, concise or json" in sarif.stderr.decode()
+    for flag in (["--train"], ["--input", "1,2"], ["--init", "{}"]):
+        stray = fixdev_in(tmp_path, *flag, ".")
+        assert stray.returncode == 2 and "go with --probe" in stray.stderr.decode()
+
+
+def test_message_alone_is_recognised_without_a_frame(tmp_path):
+    log = tmp_path / "pasted.log"
+    log.write_text("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n")
+    result = fixdev_in(tmp_path, "--traceback", str(log))
+    assert result.returncode == 1
+    assert "paste the whole traceback" in result.stdout.decode()
+
+
+def test_seed_program_traceback_gives_the_rules_fixes(tmp_path):
+    """The second article's RobustModel/Trainer program with its bugs put back,
+    and a log with torch's real wording from a CPU-only laptop (Torch not
+    compiled with CUDA enabled) and from a GPU (cuda:0 and cpu meet in
+    forward): --traceback --apply writes exactly what fixdev --apply writes."""
+    by_log, by_rules = tmp_path / "log", tmp_path / "rules"
+    for folder in (by_log, by_rules):
+        folder.mkdir()
+        shutil.copyfile(PROGRAM, folder / "robust_trainer.py")
+    log = CASES_DIR / "robust_trainer" / "error.log"
+    traced = run_fixdev("--no-cache", "--traceback", str(log), "--apply", cwd=by_log)
+    assert traced.returncode == 0, traced.stderr.decode()
+    err = traced.stderr.decode()
+    assert "robust_trainer.py:44: AssertionError: Torch not compiled with CUDA enabled" in err
+    assert "robust_trainer.py:31: RuntimeError: Expected all tensors to be on the same device" in err
+    assert "`noise` is made by `torch.randn(x.shape)` on line 30" in err
+    ruled = run_fixdev("--no-cache", "--apply", "robust_trainer.py", cwd=by_rules)
+    assert ruled.returncode == 0
+    assert (by_log / "robust_trainer.py").read_text() == (by_rules / "robust_trainer.py").read_text()
+    assert (by_log / "robust_trainer.py").read_text() != PROGRAM.read_text()
+
+
+def test_a_traceback_run_never_imports_torch(tmp_path):
+    case = copy_case(CASES_DIR / "library_frames", tmp_path)
+    script = (
+        "import runpy, sys\n"
+        "sys.argv = ['fixdev', '--no-cache', '--traceback', 'error.log', '--diff']\n"
+        "try:\n    runpy.run_module('fixdev', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print('TORCH' if 'torch' in sys.modules else 'NO TORCH', file=sys.stderr)\n"
+    )
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-c", script], cwd=case, capture_output=True, text=True, timeout=300)
+    assert result.stderr.rstrip().endswith("NO TORCH"), result.stderr
+
+
+# -- reading logs: the shapes the cases above do not all show ------------------------
+
+
+def test_old_ipython_and_pytest_long_format_frames():
+    from fixdev.traceback import parse_log
+
+    old_ipython = (
+        "RuntimeError                              Traceback (most recent call last)\n"
+        "<ipython-input-5-3f2a> in <module>\n"
+        "      2 x = torch.randn(3, 10)\n"
+        "----> 3 out = model(x)\n"
+        "\n"
+        "~/proj/model.py in forward(self, x)\n"
+        "     12     def forward(self, x):\n"
+        "---> 13         return self.fc(x)\n"
+        "\n"
+        "RuntimeError: Expected object of backend CUDA but got backend CPU for argument #4 'mat1'\n"
+    )
+    (report,) = parse_log(old_ipython)
+    assert report.family.name == "backend"
+    assert [(f.path, f.line, f.source, f.cell) for f in report.frames] == [
+        ("<ipython-input-5-3f2a>", 3, "out = model(x)", True),
+        ("~/proj/model.py", 13, "return self.fc(x)", False),
+    ]
+    pytest_long = (
+        "___________________________ test_forward ___________________________\n"
+        "\n"
+        "    def test_forward():\n"
+        ">       out = Net().cuda()(torch.randn(2, 4))\n"
+        "\n"
+        "tests/test_net.py:8: \n"
+        "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _\n"
+        "\n"
+        "    def forward(self, x):\n"
+        ">       return self.fc(x) + self.bias\n"
+        "E       RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n"
+        "\n"
+        "net.py:12: RuntimeError\n"
+    )
+    (report,) = parse_log(pytest_long)
+    assert report.exception.startswith("RuntimeError: Expected all tensors")
+    assert [(f.path, f.line, f.source) for f in report.frames] == [
+        ("tests/test_net.py", 8, "out = Net().cuda()(torch.randn(2, 4))"),
+        ("net.py", 12, "return self.fc(x) + self.bias"),
+    ]
+
+
+def test_progress_bars_colours_and_timestamps_are_read_as_a_terminal_shows_them():
+    from fixdev.traceback import clean
+
+    assert clean("  3%|▎ | 1/30\r 7%|▋ | 2/30\rTraceback (most recent call last):") == ["Traceback (most recent call last):"]
+    assert clean("\x1b[0;31mRuntimeError\x1b[0m: boom") == ["RuntimeError: boom"]
+    assert clean("2024-05-01T10:00:05.4406127Z E   TypeError: x") == ["E   TypeError: x"]
