@@ -32,18 +32,20 @@ class CrossDeviceIndex(Rule):
 
     ## Example
     ```python
-    scores = model(images.to(device))
-    hits = torch.zeros(len(dataset))
-    hits[offset : offset + len(images)] = 1
-    confident = hits[scores.max(1).values > 0.9]
+    model = Net().to(device)
+    class_ids = torch.tensor([3, 7, 9])
+    with torch.no_grad():
+        best = model(images.to(device)).argmax(1)
+    ids = class_ids[best]
     ```
 
     ## Use instead
     ```python
-    scores = model(images.to(device))
-    hits = torch.zeros(len(dataset))
-    hits[offset : offset + len(images)] = 1
-    confident = hits[(scores.max(1).values > 0.9).cpu()]
+    model = Net().to(device)
+    class_ids = torch.tensor([3, 7, 9])
+    with torch.no_grad():
+        best = model(images.to(device)).argmax(1)
+    ids = class_ids[best.cpu()]
     ```
 
     ## Fix safety

@@ -22,12 +22,15 @@ class NumpyOnDevice(Rule):
     ## What it does
     Finds `t.numpy()`, `np.array(t)` and `np.asarray(t)` (also
     `np.asanyarray`, `np.copy`) where the device-flow analysis shows `t` may
-    live on a device: it was moved there (`.to(device)`, `.cuda()`), made
-    there (`device=`), or is the output or a parameter of a model that was.
-    It copies the tensor to the host first: `t.cpu().numpy()`,
-    `np.array(t.cpu())`; and `t.detach().cpu().numpy()` where `t` may
-    require grad (a model's output or parameter, or a tensor made with
-    `requires_grad=True`, outside `torch.no_grad()`).
+    live on a device: it was moved there (`.to(device)`, `.cuda()`, on some
+    path), made there (`device=`), or is the output or a parameter of a
+    model that was. It copies the tensor to the host first:
+    `t.cpu().numpy()`, `np.array(t.cpu())`; and `t.detach().cpu().numpy()`
+    where `t` may require grad: it comes from a model (its output or a
+    parameter), from a `requires_grad=True` factory or from something the
+    analysis does not show to be a plain tensor, it was not detached on the
+    way (`.detach()`, `.data`), and the read is not inside `torch.no_grad()`
+    or `torch.inference_mode()` (a `with` block or a decorator).
 
     ## Why is this bad?
     NumPy arrays live in host memory. On a GPU, `t.numpy()` raises
@@ -41,7 +44,7 @@ class NumpyOnDevice(Rule):
     model = Net().to(device)
     with torch.no_grad():
         scores = model(images.to(device))
-    predictions = scores.argmax(1).numpy()
+        predictions = scores.argmax(1).numpy()
     ```
 
     ## Use instead
@@ -49,7 +52,7 @@ class NumpyOnDevice(Rule):
     model = Net().to(device)
     with torch.no_grad():
         scores = model(images.to(device))
-    predictions = scores.argmax(1).detach().cpu().numpy()
+        predictions = scores.argmax(1).cpu().numpy()
     ```
 
     ## Fix safety
