@@ -15,7 +15,12 @@ can be split into cells again with nothing but itself:
   ``obj?``) becomes ``__fixdev_mask__ #`` followed by the line itself, behind
   the line's indentation (and behind ``x = `` for an assignment, so ``x`` is
   still bound): valid Python, the same number of lines, and the original
-  restored byte for byte by dropping what comes before the marker.
+  restored byte for byte by dropping what comes before the marker;
+- a cell's last statement, when it is an expression, is not discarded: the
+  kernel shows its value (and binds it to ``_``), unless a ``;`` ends it. It
+  is read as ``__fixdev_out__ = EXPR``, so that no rule takes ``x.to(device)``
+  or ``y.cpu()`` there for a result thrown away; positions on that line are
+  counted without the prefix, which is dropped again.
 
 Cells whose cell magic runs another language (``%%bash``, ``%%writefile``) and
 cells that still do not parse are left out (the latter reported by number).
@@ -42,6 +47,8 @@ from .source import LineIndex, Source, SourceError, split_lines
 SUFFIX = ".ipynb"
 CELL_MARKER = "__fixdev_cell__"
 MASK = "__fixdev_mask__ #"
+SHOWN = "__fixdev_out__ = "
+_RESERVED = (CELL_MARKER, MASK.rstrip(" #"), SHOWN.rstrip(" ="))
 _SEPARATOR = re.compile(r'^"__fixdev_cell__ (\d+)( \+nl)?"\n', re.MULTILINE)
 
 # Cell magics whose body is Python that runs in the kernel's namespace. Any
@@ -172,10 +179,43 @@ def mask(text: str) -> str | None:
 
 
 def unmask(text: str) -> str:
-    """Placeholders back to the IPython lines they hold."""
-    if MASK not in text:
+    """Placeholders back to the IPython lines they hold, shown values back to
+    plain expressions."""
+    if MASK not in text and SHOWN not in text:
         return text
-    return "".join(line[line.index(MASK) + len(MASK) :] if MASK in line else line for line in split_lines(text))
+    return "".join(_unmask_line(line) for line in split_lines(text))
+
+
+def _unmask_line(line: str) -> str:
+    if SHOWN in line:
+        return line.replace(SHOWN, "", 1)
+    return line[line.index(MASK) + len(MASK) :] if MASK in line else line
+
+
+def cell_program(text: str) -> tuple[str | None, str | None]:
+    """(the cell as Python, None), (None, why it does not parse), or (None,
+    None) for a cell that runs another language."""
+    masked = mask(text)
+    if masked is None:
+        return None, None
+    tree, error = _parse(masked)
+    if error is not None:
+        return None, error
+    if tree is None or not tree.body:
+        return masked, None
+    last = tree.body[-1]
+    if not isinstance(last, ast.Expr):
+        return masked, None
+    if isinstance(last.value, ast.Name) and last.value.id == MASK.rstrip(" #"):
+        return masked, None  # an IPython line
+    lines = split_lines(masked)
+    after = lines[last.end_lineno - 1].encode("utf-8")[last.end_col_offset :].decode("utf-8", "replace")
+    if after.lstrip(" \t").startswith(";"):
+        return masked, None  # a trailing ';' keeps the kernel from showing the value
+    line = lines[last.lineno - 1]
+    column = len(line.encode("utf-8")[: last.col_offset].decode("utf-8", "replace"))  # ast counts UTF-8 bytes
+    lines[last.lineno - 1] = line[:column] + SHOWN + line[column:]
+    return "".join(lines), None
 
 
 # ---------------------------------------------------------------- the joined program
@@ -204,6 +244,7 @@ class CellIndex:
     ``LineIndex`` does for a file; ``cell`` says which cell (1-based)."""
 
     def __init__(self, code: str) -> None:
+        self.code = code
         self.lines = LineIndex(code)
         self.marks = [(self.lines.position(m.end())[0], int(m.group(1))) for m in _SEPARATOR.finditer(code)]
         self._first_lines = [line for line, _ in self.marks]
@@ -212,7 +253,18 @@ class CellIndex:
         line, column = self.lines.position(offset)
         i = max(0, bisect.bisect_right(self._first_lines, line) - 1)
         first, number = self.marks[i] if self.marks else (1, 0)
+        start = self.lines.starts[line - 1]
+        shown = self.code.find(SHOWN, start, self.lines.starts[line] if line < len(self.lines.starts) else len(self.code))
+        if shown >= 0 and offset > shown:
+            column = max(shown - start + 1, column - len(SHOWN))
         return number, line - first + 1, column
+
+    def shown_line(self, offset: int) -> str:
+        """The line holding ``offset`` as the cell has it (without line break)."""
+        line, _ = self.lines.position(offset)
+        start = self.lines.starts[line - 1]
+        end = self.lines.starts[line] if line < len(self.lines.starts) else len(self.code)
+        return _unmask_line(self.code[start:end]).rstrip("\r\n")
 
     def position(self, offset: int) -> tuple[int, int]:
         _, line, column = self.locate(offset)
@@ -252,17 +304,16 @@ class Notebook:
         for number, cell in enumerate(self.cells, 1):
             if cell.kind != "code" or not python:
                 continue
-            if CELL_MARKER in cell.text or MASK.rstrip(" #") in cell.text:
-                raise NotebookError(f"cell {number} contains {CELL_MARKER!r} or {MASK.rstrip(' #')!r}, which fixdev uses to mark cells; left unchanged")
-            masked = mask(cell.text)
-            if masked is None:
-                continue
-            error = _syntax_error(masked)
+            reserved = next((word for word in _RESERVED if word in cell.text), None)
+            if reserved is not None:
+                raise NotebookError(f"cell {number} contains {reserved!r}, a name fixdev uses to mark cells; left unchanged")
+            program, error = cell_program(cell.text)
             if error is not None:
                 self.errors.append(CellError(number, error))
+            if program is None:
                 continue
-            added = not masked.endswith("\n")
-            parts.append(_separator(number, added) + masked + ("\n" if added else ""))
+            added = not program.endswith("\n")
+            parts.append(_separator(number, added) + program + ("\n" if added else ""))
         self.code = "".join(parts)
 
     @classmethod
@@ -315,10 +366,10 @@ class Notebook:
             cell = self.cells[number - 1]
             if text == cell.text:
                 continue
-            masked = mask(text)
-            added = masked is not None and not masked.endswith("\n")
+            program, _ = cell_program(text)
+            added = program is not None and not program.endswith("\n")
             expected = fixed_code_of_cell(fixed_code, number)
-            if masked is None or masked + ("\n" if added else "") != expected:
+            if program is None or program + ("\n" if added else "") != expected:
                 raise NotebookError(f"internal error: a fix changed an IPython line in cell {number}; left unchanged")
             changed[number - 1] = text
         return changed
@@ -415,21 +466,23 @@ def _is_python(data: dict) -> bool:
     return True
 
 
-def _syntax_error(masked: str) -> str | None:
+def _parse(masked: str) -> tuple[ast.Module | None, str | None]:
+    """CPython's tree of a cell, or why it does not parse. Its refusal is
+    confirmed by the engine's check, as for files: newer syntax than the
+    running Python that libcst accepts gives (None, None)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ast.parse(masked)
-            return None
+            return ast.parse(masked), None
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
-    from .engine import syntax_check  # libcst is loaded only to confirm an error, as for files
+    from .engine import syntax_check  # libcst is loaded only to confirm an error
 
     try:
         syntax_check(masked)
     except SourceError as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
+    return None, None
 
 
 # ---------------------------------------------------------------- where the sources are in the JSON text

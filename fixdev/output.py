@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -105,9 +104,12 @@ def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> s
     carets under the finding (to the end of that line when it spans several),
     and the fix's message. Ends with a blank line that separates findings."""
     row, column = index.position(finding.start)
-    start = finding.start - (column - 1)
-    found = _BREAK.search(text, start)
-    line = text[start : found.start() if found else len(text)]
+    if isinstance(index, CellIndex):
+        line = index.shown_line(finding.start)
+    else:
+        start = index.starts[row - 1]
+        end = index.starts[row] if row < len(index.starts) else len(text)
+        line = text[start:end].rstrip("\r\n")
     before = _width(line[: column - 1])
     marked = max(1, _width(line[: column - 1 + finding.end - finding.start]) - before)
     number = str(row)
@@ -124,7 +126,6 @@ def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> s
     return "\n".join(out) + "\n\n"
 
 
-_BREAK = re.compile(r"[\r\n]")
 TAB = 4  # a tab in a shown source line is this many columns, as in Ruff
 
 

@@ -193,6 +193,25 @@ def test_device_defined_in_an_earlier_cell_is_used(tmp_path):
     assert _sources(path)[1:] == ["x = torch.ones(3)", "y = x.to(dev)"]
 
 
+def test_a_cells_last_expression_is_shown_not_discarded(tmp_path):
+    """The kernel shows the value of a cell's last expression (unless a ';'
+    ends it): `x.to("cpu")` there is no result thrown away."""
+    path = _notebook(tmp_path, [
+        ("code", "import torch\nx = torch.ones(2)\nmodel = torch.nn.Linear(2, 2)"),
+        ("code", 'x.to("cpu")'),
+        ("code", 'y = x * 2\ny.to("cpu");'),
+        ("code", "model.cuda()"),
+        ("code", 'w = torch.zeros(2); w.to("cpu")'),
+        ("code", 'é = torch.zeros(2); é.cuda()'),
+    ])
+    check = run_fixdev("--check", "--no-cache", "--output-format", "concise", "nb.ipynb", cwd=tmp_path).stdout.decode()
+    assert [line.split(" [*]")[0] for line in check.splitlines()] == [
+        "nb.ipynb:cell 3:2:1: FDV106", "nb.ipynb:cell 4:1:1: FDV104", "nb.ipynb:cell 6:1:21: FDV104"
+    ]
+    assert run_fixdev("--apply", "--no-cache", "nb.ipynb", cwd=tmp_path).returncode == 0
+    assert _sources(path)[1:] == ['x.to("cpu")', 'y = x * 2\ny = y.to("cpu");', "model.to(device)", 'w = torch.zeros(2); w.to("cpu")', "é = torch.zeros(2); é.to(device)"]
+
+
 IPYTHON_CELL = """\
 %load_ext autoreload
 %autoreload 2
