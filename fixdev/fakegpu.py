@@ -126,6 +126,7 @@ def _device_check_mode():
         """Raises when one op gets non-scalar tensors on two devices, as CUDA does."""
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            __tracebackhide__ = True  # pytest shows the user's line, not this check
             kwargs = kwargs or {}
             if func is torch.ops.aten.index.Tensor:
                 # reading by index: indices on the CPU or on the indexed tensor's device

@@ -1406,7 +1406,7 @@ def _loc(index: LineIndex, offset: int) -> dict[str, int]:
 
 
 def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, quiet: bool, exit_zero: bool, color: bool,
-        echo: Callable[..., None], excludes: Sequence[str] = ()) -> int:
+        echo: Callable[..., None], excludes: Sequence[str] = (), source: str = "the log") -> int:
     """Print what ``--traceback`` says and return the exit code."""
     import json
 
@@ -1437,7 +1437,7 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
                 if entry.fixed is not None:
                     echo(unified_diff(path, entry.facts.text, entry.fixed, color), nl=False, color=color)
     if not quiet and fmt != "json":
-        echo(_summary(explained, job, mode), err=True)
+        echo(_summary(explained, job, mode, source), err=True)
     if job.missing or any(item.status in ("stale", "error", "ambiguous") for item in explained):
         return 2
     if exit_zero:
@@ -1447,7 +1447,7 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
     return 1
 
 
-def _summary(explained: Sequence[Explained], job: Run, mode: str) -> str:
+def _summary(explained: Sequence[Explained], job: Run, mode: str, source: str) -> str:
     n = len(explained)
     fixed_files = sum(1 for entry in job.files.values() if entry.fixed is not None)
     with_fix = sum(1 for item in explained if item.status in ("fixable", "fixed"))
@@ -1456,4 +1456,4 @@ def _summary(explained: Sequence[Explained], job: Run, mode: str) -> str:
     verb = {"check": "fixable with --apply", "diff": "would be fixed", "apply": "fixed"}[mode]
     files = f" in {fixed_files} file{'s' if fixed_files != 1 else ''}" if fixed_files else ""
     tail = f"; {failed} not processed (see the notes)" if failed else ""
-    return f"{errors} in the log: {with_fix} {verb}{files}; {n - with_fix - failed} without a fix{tail}."
+    return f"{errors} in {source}: {with_fix} {verb}{files}; {n - with_fix - failed} without a fix{tail}."
