@@ -193,6 +193,19 @@ def _device(word: str | None) -> str | None:
     return word.lower() if word.isupper() else word
 
 
+def _spoken(device: str | None) -> str | None:
+    """``cpu`` → the CPU, ``cuda:0`` → the GPU (cuda:0): for sentences."""
+    if device is None:
+        return None
+    if device == "cpu":
+        return "the CPU"
+    if device == "cuda":
+        return "the GPU"
+    if device.startswith("cuda:"):
+        return f"the GPU ({device})"
+    return device
+
+
 def _is_host(device: str | None) -> bool:
     return device == "cpu"
 
@@ -237,7 +250,7 @@ class Report:
         return None
 
     def meaning(self) -> str:
-        values = {k: (v if v else "?") for k, v in self.roles().items()}
+        values = {k: (_spoken(v) if k not in ("argument", "method") else v) or "?" for k, v in self.roles().items()}
         values.update({f"{k}_raw": v for k, v in self.match.groupdict().items()})
         try:
             return self.family.meaning.format(**values)
@@ -855,7 +868,7 @@ def _bound_name(helper: _Facts, origin, value: ast.expr) -> str | None:
 
 def _pair(report: Report) -> str:
     devices = report.devices()
-    return f"{devices[0]} and {devices[1]}" if devices else "two devices"
+    return f"{_spoken(devices[0])} and {_spoken(devices[1])}" if devices else "two devices"
 
 
 def _unknown_words(helper: _Facts, node: ast.expr, unknown: list, plural: bool = False) -> str:
@@ -1012,7 +1025,7 @@ def _explain_other(report: Report, facts: FileFacts, statement: ast.stmt, line: 
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
                 receiver = _source(flow, node.func.value)
                 subject = f"`{receiver}.detach().cpu().numpy()`"
-                return [f"`{_short(receiver)}` is on {report.roles().get('odd') or 'the GPU'}"], report.family.change.format(line=line, subject=subject, device="")
+                return [f"`{_short(receiver)}` is on {_spoken(report.roles().get('odd')) or 'the GPU'}"], report.family.change.format(line=line, subject=subject, device="")
         subject = "`.detach().cpu().numpy()`"
     elif family == "deserialize":
         for node in nodes:
@@ -1211,7 +1224,8 @@ class Run:
         self.overrides = overrides
         found = list(discover(paths, excludes))
         self.missing = [item for item in found if isinstance(item, Missing)]
-        self.index = FileIndex(item for item in found if not isinstance(item, Missing))
+        # .py files only: a traceback names .py files (a notebook's cells are "Cell In[n]")
+        self.index = FileIndex(item for item in found if not isinstance(item, Missing) and item.suffix == ".py")
         self.files: dict[Path, _FileFix] = {}
 
     def load(self, path: Path) -> FileFacts:
