@@ -21,6 +21,7 @@ from .runner import FileResult, Mode, Overrides, process_text
 from .source import LineIndex, Source
 
 FIX_ALL = "source.fixAll.fixdev"
+NOTEBOOK_FIX_ALL = "notebook.source.fixAll.fixdev"  # VS Code's notebook.codeActionsOnSave asks for notebook.source.*
 
 
 def _utf16_position(text: str, index: LineIndex, offset: int):
@@ -251,7 +252,7 @@ def serve() -> None:
 
     @server.feature(
         lsp.TEXT_DOCUMENT_CODE_ACTION,
-        lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL], resolve_provider=False),
+        lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL], resolve_provider=False),
     )
     def code_action(params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
         uri = params.text_document.uri
@@ -316,12 +317,17 @@ def serve() -> None:
                         edit=lsp.WorkspaceEdit(changes=text_edits(changes, texts)),
                     )
                 )
-        if _wanted(FIX_ALL, wanted):
+        kinds = [FIX_ALL] if _wanted(FIX_ALL, wanted) else []
+        if wanted and _wanted(NOTEBOOK_FIX_ALL, wanted):  # asked by name only: one fix-all in a light bulb is enough
+            kinds.append(NOTEBOOK_FIX_ALL)
+        if kinds:
+            # The whole notebook, whichever cell asks: a fix in one cell may
+            # need the definition another fix adds to the cell importing torch.
             fixed = placement(uri, Mode.DIFF)
             if fixed is not None and fixed.result.fixed_code is not None and fixed.result.fixed is not None:
                 changes = fixed.edits(fixed.result.fixed_code)
-                if changes:
-                    actions.append(lsp.CodeAction(title="fixdev: fix all device bugs", kind=FIX_ALL, edit=lsp.WorkspaceEdit(changes=text_edits(changes, texts))))
+                for kind in kinds if changes else ():
+                    actions.append(lsp.CodeAction(title="fixdev: fix all device bugs", kind=kind, edit=lsp.WorkspaceEdit(changes=text_edits(changes, texts))))
         return actions
 
     server.start_io()

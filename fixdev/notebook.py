@@ -386,7 +386,19 @@ class Notebook:
             pieces += [self.raw[last:start], self._serialize(cell, changed[index], ascii_only)]
             last = end
         pieces.append(self.raw[last:])
-        return "".join(pieces)
+        written = "".join(pieces)
+        # What is written must read back as the notebook meant: every source
+        # as it was, or as fixed. A slip here must cost the fix, not the file.
+        try:
+            cells = json.loads(written)["cells"]
+        except (ValueError, KeyError, TypeError):
+            cells = None
+        expected = [changed.get(i, cell.text) for i, cell in enumerate(self.cells)]
+        if cells is None or len(cells) != len(expected) or any(
+            ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]) != text for c, text in zip(cells, expected)
+        ):
+            raise NotebookError("internal error: the notebook written back would not read back as fixed; left unchanged")
+        return written
 
     def _serialize(self, cell: Cell, text: str, ascii_only: bool) -> str:
         if cell.items is None:
@@ -404,11 +416,11 @@ class Notebook:
             opening, closing = raw[start + 1 : first[0]], raw[last[1] : end - 1]
             between = raw[first[1] : cell.items[1][0]] if len(cell.items) > 1 else "," + opening
         else:  # an empty list: lay the strings out as the file lays out its lists
-            line_start = raw.rfind("\n", 0, start) + 1
-            indent = raw[line_start : line_start + len(raw[line_start:]) - len(raw[line_start:].lstrip(" \t"))]
+            indent = _INDENT.match(raw, raw.rfind("\n", 0, start) + 1).group()
             unit = _indent_unit(raw)
-            opening = "\n" + indent + unit if unit is not None else ""
-            closing = "\n" + indent if unit is not None else ""
+            newline = "\r\n" if "\r\n" in raw else "\n"
+            opening = newline + indent + unit if unit is not None else ""
+            closing = newline + indent if unit is not None else ""
             between = "," + opening
         return "[" + opening + between.join(tokens) + closing + "]"
 
@@ -488,6 +500,7 @@ def _parse(masked: str) -> tuple[ast.Module | None, str | None]:
 # ---------------------------------------------------------------- where the sources are in the JSON text
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+_INDENT = re.compile(r"[ \t]*")
 _STRUCTURE = re.compile(r'["\[\]{}]')
 _SCALAR = re.compile(r"[^,\]}\s]+")
 _NON_ASCII_ESCAPE = re.compile(r"\\u(?:00[89a-fA-F][0-9a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3})")

@@ -420,6 +420,10 @@ def test_lsp_notebook_document_sync(tmp_path):
         assert quick[cell_uris[2]][0]["range"] == {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 12}}
         fix_all = [a for a in actions if a["kind"] == "source.fixAll.fixdev"][0]["edit"]["changes"]
         assert fix_all == quick
+        assert "notebook.source.fixAll.fixdev" not in [a["kind"] for a in actions]
+        on_save = client.request("textDocument/codeAction", {"textDocument": {"uri": cell_uris[0]}, "range": found["range"],
+                                                             "context": {"diagnostics": [], "only": ["notebook.source.fixAll"]}})["result"]
+        assert [(a["kind"], a["edit"]["changes"]) for a in on_save] == [("notebook.source.fixAll.fixdev", quick)]
 
         client.send("notebookDocument/didChange", {
             "notebookDocument": {"uri": uri, "version": 2},
