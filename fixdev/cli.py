@@ -218,6 +218,8 @@ def main_command(
     if (probe_inputs or probe_init is not None or probe_train) and probe is None:
         _fail("--input, --init and --train go with --probe FILE:CLASS")
     if traceback_log is not None or probe is not None:
+        if interactive:
+            _fail("--interactive goes with files, not with --traceback or --probe")
         raise typer.Exit(_diagnose(traceback_log, probe, paths, mode, overrides, output_format, quiet, exit_zero, use_color, _words(exclude),
                                    probe_inputs or [], probe_init, probe_train))
     paths = paths or [Path(".")]
@@ -244,7 +246,8 @@ def main_command(
     if mode is Mode.APPLY:
         remove_stale_temps({path.parent for path in files})
     if ask is not None:
-        processed = (process_file(path, mode, overrides, lambda text, finding, path=path: ask(path, text, finding)) for path in files)
+        project = parallel.project_of(files)  # the files of the run together, as without -i
+        processed = (process_file(path, mode, overrides, lambda text, finding, path=path: ask(path, text, finding), project=project) for path in files)
     else:
         processed = parallel.process_files(files, mode, overrides, jobs or os.cpu_count() or 1, use_cache=not no_cache)
     progress = Progress(len(files), enabled=not quiet and sys.stderr.isatty() and len(files) >= Progress.MIN_FILES)

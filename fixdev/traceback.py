@@ -1224,9 +1224,14 @@ class Run:
         self.overrides = overrides
         found = list(discover(paths, excludes))
         self.missing = [item for item in found if isinstance(item, Missing)]
+        files = [item for item in found if not isinstance(item, Missing)]
         # .py files only: a traceback names .py files (a notebook's cells are "Cell In[n]")
-        self.index = FileIndex(item for item in found if not isinstance(item, Missing) and item.suffix == ".py")
+        self.index = FileIndex(path for path in files if path.suffix == ".py")
         self.files: dict[Path, _FileFix] = {}
+        from .parallel import project_of
+
+        # the files under PATH analysed together, as a run over PATH does
+        self.project = project_of(files)
 
     def load(self, path: Path) -> FileFacts:
         if path in self.files:
@@ -1242,7 +1247,7 @@ class Run:
             data = path.read_bytes()
             source = Source.decode(data)
             text = source.text
-            findings = engine_for(settings_for(path, self.overrides), path).lint(text)
+            findings = engine_for(settings_for(path, self.overrides), path).lint(text, self.project.for_file(path))
         except OSError as exc:
             error = f"cannot read: {exc.strerror or exc}"
         except (SourceError, ConfigError, SelectionError, FixConflictError) as exc:
@@ -1251,7 +1256,7 @@ class Run:
             error = "code is nested too deeply to analyse"
         except Exception as exc:  # a bug in a rule costs this file, not the run
             error = f"internal error, file left unchanged ({type(exc).__name__}: {exc}); please report it"
-        facts = FileFacts(path, text, source, findings, FileFlow(text), LineIndex(text), error)
+        facts = FileFacts(path, text, source, findings, FileFlow(text, project=self.project.for_file(path)), LineIndex(text), error)
         self.files[path] = _FileFix(facts, data)
         return facts
 
@@ -1288,7 +1293,7 @@ class Run:
                 return line in cache[text]
 
             try:
-                outcome = engine_for(settings_for(path, self.overrides), path).fix(original, approve)
+                outcome = engine_for(settings_for(path, self.overrides), path).fix(original, approve, self.project.for_file(path))
             except FixConflictError as exc:
                 entry.error = str(exc)
                 continue
