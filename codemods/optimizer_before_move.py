@@ -214,6 +214,9 @@ class OptimizerBeforeMove(Rule):
                 func = node.func
                 if isinstance(func, ast.Name) and func.id in own:
                     return False
+                callee = flow.value(func)
+                if callee.what is What.MODULE or (isinstance(func, ast.Name) and callee.ref is None and func.id not in _BUILTINS):
+                    return False  # runs a module, or a callable the code does not show: the model by another name?
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == root and "." in chain and _chain(func) != chain:
                     if not _covers(chain, _chain(func)):
                         return False  # self.helper(): may use self.model
@@ -260,8 +263,8 @@ class OptimizerBeforeMove(Rule):
         cut_end = after.end()
         # comment lines right above a statement belong to it
         cut_start = _comments_above(text, cut_start, flow.span(block[last - 1])[1], indent)
-        if first > 0:
-            insert_at = _comments_above(text, insert_at, flow.span(block[first - 1])[1], indent)
+        # above the first statement of a block is its header, never a comment line
+        insert_at = _comments_above(text, insert_at, flow.span(block[first - 1])[1] if first > 0 else 0, indent)
         moved = text[cut_start:cut_end]
         edits = (Edit(insert_at, insert_at, moved), Edit(cut_start, cut_end, ""))
         facts = analysis.of(self)

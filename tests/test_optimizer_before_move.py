@@ -1,0 +1,119 @@
+"""FDV112's edges, through the CLI: what moves the model's move up, and what
+only reports it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+HEAD = "import torch\nimport torch.nn as nn\n\n\n"
+
+
+def _run(tmp_path, fixdev, source: str, newline: str = "\n"):
+    path = tmp_path / "train.py"
+    path.write_bytes(source.replace("\n", newline).encode())
+    check = fixdev("--output-format", "json", "--no-cache", "--select", "FDV112", "train.py", cwd=tmp_path)
+    findings = json.loads(check.stdout)
+    fixdev("--apply", "--no-cache", "--select", "FDV112", "train.py", cwd=tmp_path)
+    return findings, path.read_bytes().decode()
+
+
+FIXED = [
+    pytest.param(
+        "def f(model, state, use_gpu):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    if use_gpu: model.cuda()\n    return opt\n",
+        "def f(model, state, use_gpu):\n    if use_gpu: model.cuda()\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    return opt\n",
+        id="one-line-guard",
+    ),
+    pytest.param(
+        "def f(model, state, device):\n    # the optimizer\n    opt = torch.optim.Adam(model.parameters())\n    opt.load_state_dict(state)\n\n    # to the GPU\n    # (all of it)\n    model.to(device)  # in place\n    return opt\n",
+        "def f(model, state, device):\n    # to the GPU\n    # (all of it)\n    model.to(device)  # in place\n    # the optimizer\n    opt = torch.optim.Adam(model.parameters())\n    opt.load_state_dict(state)\n\n    return opt\n",
+        id="comments-travel",
+    ),
+    pytest.param(
+        "def f(model, state, device):\n    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad])\n    model.eval()\n    opt.load_state_dict(state)\n    model.to(device)\n    return opt\n",
+        "def f(model, state, device):\n    model.to(device)\n    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad])\n    model.eval()\n    opt.load_state_dict(state)\n    return opt\n",
+        id="gathered-parameters",
+    ),
+]
+
+
+@pytest.mark.parametrize("before, after", FIXED)
+def test_the_move_goes_up(tmp_path, fixdev, before, after):
+    findings, text = _run(tmp_path, fixdev, HEAD + before)
+    assert [f["code"] for f in findings] == ["FDV112"] and findings[0]["fix"] is not None
+    assert text == HEAD + after
+
+
+def test_line_endings_are_kept(tmp_path, fixdev):
+    before, after = FIXED[0].values[0], FIXED[0].values[1]
+    _, text = _run(tmp_path, fixdev, HEAD + before, newline="\r\n")
+    assert text == (HEAD + after).replace("\n", "\r\n")
+
+
+REPORTED = [
+    pytest.param(
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model.to(device); print('moved')\n    return opt\n",
+        id="not-alone-on-its-line",
+    ),
+    pytest.param(
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    device = torch.device(device)\n    model.to(device)\n    return opt\n",
+        id="device-bound-between",
+    ),
+    pytest.param(
+        "def check(m):\n    return m\n\n\ndef f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    check(None)\n    model.to(device)\n    return opt\n",
+        id="file-function-called-between",
+    ),
+    pytest.param(
+        "class T:\n    def __init__(self, model: nn.Module, state, device):\n        self.model = model\n"
+        "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n        self.opt.load_state_dict(state)\n"
+        "        self.warm_up()\n        self.model.to(device)\n\n    def warm_up(self):\n        pass\n",
+        id="method-called-between",
+    ),
+    pytest.param(
+        "def f(model, state, device, x):\n    net = model\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    y = net(x)\n    model.to(device)\n    return opt, y\n",
+        id="alias-runs-between",
+    ),
+    pytest.param(
+        "def f(model, state, device, fresh):\n    if fresh:\n        opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    else:\n        opt = torch.optim.Adam(model.parameters())\n"
+        "    opt.load_state_dict(state)\n    model.to(device)\n    return opt\n",
+        id="made-in-two-places",
+    ),
+    pytest.param(
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model)\n    model.to(device)\n    return opt\n",
+        id="model-rebound-between",
+    ),
+]
+
+
+@pytest.mark.parametrize("before", REPORTED)
+def test_reported_without_a_fix(tmp_path, fixdev, before):
+    findings, text = _run(tmp_path, fixdev, HEAD + before)
+    assert [f["code"] for f in findings] == ["FDV112"] and findings[0]["fix"] is None
+    assert text == HEAD + before
+
+
+SILENT = [
+    pytest.param(
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    if device is None:\n        opt.load_state_dict(state)\n    else:\n        model.to(device)\n    return opt\n",
+        id="other-branch",
+    ),
+    pytest.param(
+        "def f(state, device):\n    model = nn.Linear(2, 2).to(device)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model.to(device)\n    return opt\n",
+        id="already-on-the-device",
+    ),
+    pytest.param(
+        "def f(model, other, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    other.to(device)\n    return opt\n",
+        id="another-module-moves",
+    ),
+    pytest.param(
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    def later():\n        model.to(device)\n    return opt, later\n",
+        id="moved-in-a-nested-function",
+    ),
+]
+
+
+@pytest.mark.parametrize("before", SILENT)
+def test_silent(tmp_path, fixdev, before):
+    findings, text = _run(tmp_path, fixdev, HEAD + before)
+    assert findings == [] and text == HEAD + before
