@@ -17,8 +17,9 @@ returns whatever it is given, as a small fact (``("tensor", "host", False)``),
 or None: unknown, and unknown never fixes. Only facts that hold for any
 arguments are kept: a function returning its parameter, or a tensor on a
 device its parameter names, returns None. The other file is read, parsed
-(CPython's ``ast``) and interpreted only when a call asks, once per process,
-without facts of other files (a function returning another file's function's
+(CPython's ``ast``) and interpreted only when a call asks, once per process
+(and once for all runs with the cache, which keeps a file's answers under its
+bytes), without facts of other files (a function returning another file's function's
 result is unknown), except that a name a package's ``__init__.py`` imports
 from its modules is followed there.
 
@@ -34,25 +35,11 @@ import ast
 import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from .flow import (
-    ARRAY_VALUE,
-    HOST,
-    MOVES_INPUTS,
-    NOTHING,
-    PARAM_FREE,
-    PENDING,
-    UNKNOWN_VALUE,
-    ZERO_DIM,
-    Device,
-    FileFlow,
-    Parts,
-    Value,
-    What,
-    _container,
-    _host_loader,
-)
+if TYPE_CHECKING:  # the flow is imported only when a file must be analysed
+    from .flow import Value
+
 
 # Larger files are not analysed at all (fixdev.runner.MAX_CHARACTERS).
 MAX_CHARACTERS = 2_000_000
@@ -65,12 +52,14 @@ _AMBIGUOUS = object()
 
 
 class Project:
-    """The run's files by module name; facts about their functions, made on demand."""
+    """The run's files by module name; facts about their functions, made on
+    demand. ``use_cache``: keep each file's facts in the result cache (keyed
+    by the file's bytes), so a later run reads them instead of parsing."""
 
-    def __init__(self, paths: Iterable[Path], root: Path | None = None) -> None:
+    def __init__(self, paths: Iterable[Path], root: Path | None = None, use_cache: bool = False) -> None:
         self.files = frozenset(_normal(path) for path in paths if str(path).endswith(".py"))
+        self.use_cache = use_cache
         root_text = os.path.abspath(root or Path.cwd())
-        self.modules: dict[str, frozenset] = {}
         packages: dict[str, bool] = {}
         found: dict[str, set] = {}
         for path in self.files:
@@ -78,15 +67,15 @@ class Project:
                 found.setdefault(name, set()).add(path)
         self.modules = {name: frozenset(paths) for name, paths in found.items()}
         self._facts: dict[tuple, tuple | None] = {}
-        self._flows: dict[str, FileFlow | None] = {}
+        self._summaries: dict[str, _Summary] = {}
 
     def __getstate__(self) -> dict:
-        # Workers get the index only: the facts are made again where asked.
-        return {"files": self.files, "modules": self.modules}
+        # Workers get the index only: the facts are made (or read) again where asked.
+        return {"files": self.files, "modules": self.modules, "use_cache": self.use_cache}
 
     def __setstate__(self, state: dict) -> None:
-        self.files, self.modules = state["files"], state["modules"]
-        self._facts, self._flows = {}, {}
+        self.__dict__.update(state)
+        self._facts, self._summaries = {}, {}
 
     def for_file(self, path: Path) -> "FileFacts":
         return FileFacts(self, _normal(path))
@@ -136,41 +125,89 @@ class Project:
         if key in self._facts:
             return self._facts[key]
         self._facts[key] = None  # an import cycle between re-exports answers unknown
-        fact = None
-        flow = self._flow(path)
-        bound = flow.module_binding(name) if flow is not None else None
-        if type(bound) is str:  # re-exported: `from .loader import load_batch`
-            if depth < _MAX_REEXPORTS:
-                fact = self.answer(bound, path, depth + 1)
-        elif bound is not None:
-            returned = flow.returned(bound)
-            if returned is not None:
-                fact = _fact_of(returned, _parameters(bound), 0)
-                if fact is not None and _made_from_parameters(bound, fact):
-                    fact = None
+        summary = self._summaries.get(path)
+        if summary is None:
+            summary = self._summaries[path] = _Summary(path, self.use_cache)
+        kind, said = summary.binding(name, self._summaries)
+        fact = said if kind == "fact" else None
+        if kind == "via" and depth < _MAX_REEXPORTS:  # re-exported: `from .loader import load_batch`
+            fact = self.answer(said, path, depth + 1)
         self._facts[key] = fact
         return fact
 
-    def _flow(self, path: str) -> FileFlow | None:
-        if path in self._flows:
-            return self._flows[path]
-        flow = None
-        try:
-            from fixdev.source import Source, SourceError
 
-            text = Source.decode(Path(path).read_bytes()).text
-        except (OSError, SourceError):
+class _Summary:
+    """What one file says about its module-level names, name by name:
+    ``("fact", fact)`` for a function, ``("via", qualified name)`` for a name
+    it imports, ``("fact", None)`` otherwise. Read from the cache entry of the
+    file's bytes when there is one; else its flow is made and asked."""
+
+    KEEP_FLOWS = 8  # parsed files kept at once per process: memory stays small on big trees
+
+    def __init__(self, path: str, use_cache: bool) -> None:
+        self.path = path
+        self.flow = None
+        self.entry: str | None = None
+        self.answers: dict[str, tuple] = {}
+        try:
+            self.data: bytes | None = Path(path).read_bytes()
+        except OSError:
+            self.data = None
+        if self.data is not None and use_cache:
+            from fixdev import cache
+
+            self.entry = cache.key(self.data, "project-summary")
+            stored = cache.load(self.entry)
+            if isinstance(stored, dict):
+                self.answers = stored
+
+    def binding(self, name: str, others: dict) -> tuple:
+        if name not in self.answers:
+            self.answers[name] = self._compute(name, others)
+            if self.entry is not None:
+                from fixdev import cache
+
+                cache.store(self.entry, self.answers)
+        return self.answers[name]
+
+    def _compute(self, name: str, others: dict) -> tuple:
+        flow = self._flow(others)
+        bound = flow.module_binding(name) if flow is not None else None
+        if type(bound) is str:
+            return ("via", bound)
+        if bound is None:
+            return ("fact", None)
+        returned = flow.returned(bound)
+        fact = _fact_of(returned, _parameters(bound), 0) if returned is not None else None
+        if fact is not None and _made_from_parameters(bound, fact):
+            fact = None
+        return ("fact", fact)
+
+    def _flow(self, others: dict):
+        if self.flow is None:
+            self.flow = False
             text = ""
-        # without torch a file makes no tensor, module or device; it may still re-export one
-        if ("torch" in text or "import" in text) and len(text) <= MAX_CHARACTERS:
-            try:
-                flow = FileFlow(text)
-            except RecursionError:
-                flow = None
-            if flow is not None and not flow.parsed:
-                flow = None
-        self._flows[path] = flow
-        return flow
+            if self.data is not None:
+                from fixdev.source import Source, SourceError
+
+                try:
+                    text = Source.decode(self.data).text
+                except SourceError:
+                    pass
+            # without torch a file makes no tensor, module or device; it may still re-export one
+            if ("torch" in text or "import" in text) and len(text) <= MAX_CHARACTERS:
+                from .flow import FileFlow
+
+                try:
+                    flow = FileFlow(text)
+                except RecursionError:
+                    flow = None
+                if flow is not None and flow.parsed:
+                    self.flow = flow
+            holding = [summary for summary in others.values() if summary.flow and summary is not self]
+            for summary in holding[: max(0, len(holding) - self.KEEP_FLOWS + 1)]:
+                summary.flow = None  # made again if asked again
+        return self.flow or None
 
 
 class FileFacts:
@@ -189,7 +226,7 @@ class FileFacts:
                 self._asked[name] = None
         return self._asked[name]
 
-    def call(self, name: str, node: ast.Call) -> Value | None:
+    def call(self, name: str, node: ast.Call) -> "Value | None":
         """The value a call of ``name`` returns, made at ``node``; None when unknown."""
         fact = self.fact(name)
         return None if fact is None else _value_of(fact, node)
@@ -206,7 +243,9 @@ class FileFacts:
 # -- facts: a function's result reduced to what holds for any arguments ------------------
 
 
-def _fact_of(value: Value, parameters: frozenset, depth: int) -> tuple | None:
+def _fact_of(value: "Value", parameters: frozenset, depth: int) -> tuple | None:
+    from .flow import HOST, MOVES_INPUTS, NOTHING, PARAM_FREE, ZERO_DIM, Parts, What, _host_loader
+
     what = value.what
     if what is What.TENSOR:
         place = _place(value, parameters)
@@ -232,9 +271,11 @@ def _fact_of(value: Value, parameters: frozenset, depth: int) -> tuple | None:
     return None
 
 
-def _place(value: Value, parameters: frozenset) -> str | None:
+def _place(value: "Value", parameters: frozenset) -> str | None:
     """"host" or "device" when every placement says so, and no device is one
     a parameter names (``x.to(device)`` for a parameter ``device``)."""
+    from .flow import HOST, Device
+
     places = {placement for placement, _ in value.places}
     if places == {HOST}:
         return "host"
@@ -277,9 +318,11 @@ def _made_from_parameters(function: ast.AST, fact: tuple) -> bool:
     return False
 
 
-def _value_of(fact: tuple, node: ast.Call) -> Value:
+def _value_of(fact: tuple, node: ast.Call) -> "Value":
     """A fact as the value a call at ``node`` returns. A host tensor's origin
     is where the caller binds it (as for a loader's batch), else the call."""
+    from .flow import ARRAY_VALUE, HOST, PENDING, UNKNOWN_VALUE, ZERO_DIM, Device, Value, What, _container, _host_loader
+
     kind = fact[0]
     if kind == "tensor":
         _, place, zero_dim = fact

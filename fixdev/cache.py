@@ -1,7 +1,10 @@
 """Results cached by what determines them, so an unchanged file is not parsed
 again: its bytes, the mode, the rules that run on it with their options, and
 fixdev's own code (version and a fingerprint of its source files, so an edited
-rule never serves a stale result). Entries live in ``.fixdev_cache/`` in the
+rule never serves a stale result). What a result used from the run's other
+files (what their functions return: the questions its analysis asked and the
+answers it got) is stored with it, and the runner serves it only while the
+run answers every question alike. Entries live in ``.fixdev_cache/`` in the
 folder fixdev runs from (``FIXDEV_CACHE_DIR`` moves it); a ``.gitignore``
 inside keeps it out of version control. Any unreadable entry is a miss."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from .runner import FileResult, Mode, Overrides, process_file
 
@@ -12,27 +12,51 @@ from .runner import FileResult, Mode, Overrides, process_file
 MIN_FILES_FOR_POOL = 8
 
 
-def _work(task: tuple[Path, Mode, Overrides, bool]) -> FileResult:
+# The run's project facts, in a worker: sent once, when the worker starts.
+_project: Any = None
+
+
+def _start_worker(project: Any) -> None:
+    global _project
+    _project = project
+
+
+def _work(task: tuple[Path, Mode, Overrides, bool], project: Any = None) -> FileResult:
     path, mode, overrides, use_cache = task
-    return process_file(path, mode, overrides, use_cache=use_cache)
+    return process_file(path, mode, overrides, use_cache=use_cache, project=project)
+
+
+def _work_in_worker(task: tuple[Path, Mode, Overrides, bool]) -> FileResult:
+    return _work(task, _project)
+
+
+def project_of(paths: Sequence[Path], use_cache: bool = False) -> Any:
+    """What the rules may know about the run's files together (which file
+    each import means, what its functions return): an index of the paths,
+    read no further until a rule asks (``fixdev.codemods.project``)."""
+    from .codemods.project import Project  # no libcst; the files are read when asked
+
+    return Project(paths, use_cache=use_cache)
 
 
 def process_files(paths: Sequence[Path], mode: Mode, overrides: Overrides, jobs: int, use_cache: bool = True) -> Iterator[FileResult]:
     """Results in input order, streamed as soon as they are ready. Cached
     results are taken here, in this process; only files that need work go to
     the pool, so a warm run starts no workers at all."""
+    project = project_of(paths, use_cache)
     ready: dict[int, FileResult] = {}
     if use_cache:
         for i, path in enumerate(paths):
-            hit = process_file(path, mode, overrides, use_cache=True, cache_only=True)
+            hit = process_file(path, mode, overrides, use_cache=True, cache_only=True, project=project)
             if hit is not None:
                 ready[i] = hit
     pending = [i for i in range(len(paths)) if i not in ready]
     tasks = [(paths[i], mode, overrides, use_cache) for i in pending]
     use_pool = jobs > 1 and len(tasks) >= MIN_FILES_FOR_POOL
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) if use_pool else _NoPool() as pool:
+    pool_options = {"max_workers": min(jobs, len(tasks)), "initializer": _start_worker, "initargs": (project,)}
+    with ProcessPoolExecutor(**pool_options) if use_pool else _NoPool() as pool:
         # Small chunks keep one huge file from holding the others back.
-        computed = pool.map(_work, tasks, chunksize=max(1, min(8, len(tasks) // (jobs * 8)))) if use_pool else map(_work, tasks)
+        computed = pool.map(_work_in_worker, tasks, chunksize=max(1, min(8, len(tasks) // (jobs * 8)))) if use_pool else (_work(task, project) for task in tasks)
         following = 0
         for i, result in zip(pending, computed):
             ready[i] = result

@@ -106,9 +106,12 @@ def settings_for(path: Path, overrides: Overrides) -> Settings:
 
 def process_text(
     path: Path, source: Source, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False,
-    cache_only: bool = False,
+    cache_only: bool = False, project: Any = None,
 ) -> FileResult | None:
-    """Lint or fix one text. With ``cache_only``, None unless the cache has it."""
+    """Lint or fix one text. With ``cache_only``, None unless the cache has it.
+    ``project``: facts about the run's files (``fixdev.codemods.project``),
+    asked through ``for_file(path)``; what this file asked is kept with its
+    cached result, which serves only while every answer stays the same."""
     from .engine import FixConflictError
 
     result = FileResult(path, original=source.text, source=source)
@@ -127,12 +130,13 @@ def process_text(
     settings: Settings | None = None
     try:
         settings = settings_for(path, overrides)
+        facts = project.for_file(path) if project is not None else None
         entry = None
         if use_cache and approve is None:
             entry = cache.key(text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, _selection(settings, path))
             cached = cache.load(entry)
-            if isinstance(cached, tuple) and len(cached) == 4:  # anything else is a miss
-                _fill(result, mode, *cached)
+            if isinstance(cached, tuple) and len(cached) == 5 and _still_holds(cached[4], facts):  # anything else is a miss
+                _fill(result, mode, *cached[:4])
                 if notebook is not None:
                     _fill_notebook(result, notebook)
                 return result
@@ -140,14 +144,14 @@ def process_text(
             return None
         engine = engine_for(settings, path)
         if mode is Mode.CHECK:
-            findings = engine.lint(text)
+            findings = engine.lint(text, facts)
             value = (findings, findings, [], None)
         else:
-            outcome = engine.fix(text, approve)
+            outcome = engine.fix(text, approve, facts)
             value = (outcome.remaining, outcome.remaining_in_original, outcome.applied, outcome.text if outcome.text != text else None)
         # --diff and --apply share cache entries: both placements are kept.
         if entry is not None:
-            cache.store(entry, value)
+            cache.store(entry, (*value, facts.used() if facts is not None else None))
         _fill(result, mode, *value)
         if notebook is not None:
             _fill_notebook(result, notebook)
@@ -165,6 +169,14 @@ def process_text(
     except Exception as exc:  # a bug in a rule must cost one file, not the run
         result.error = f"internal error, file left unchanged ({type(exc).__name__}: {exc}); please report it"
     return result
+
+
+def _still_holds(used: Any, facts: Any) -> bool:
+    """A cached result made with the answers ``used`` (None: made without
+    project facts) serves a run whose facts are ``facts``."""
+    if facts is None or used is None:
+        return facts is None and used is None
+    return facts.agrees(used)
 
 
 def _fill_notebook(result: FileResult, notebook: Notebook) -> None:
@@ -191,7 +203,8 @@ def decode(path: Path, data: bytes) -> Source:
 
 
 def process_file(
-    path: Path, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False, cache_only: bool = False
+    path: Path, mode: Mode, overrides: Overrides, approve: Approver | None = None, use_cache: bool = False, cache_only: bool = False,
+    project: Any = None,
 ) -> FileResult | None:
     """One file, read to written. With ``cache_only``, None unless the cache
     has its result (so a parent process can keep cheap work to itself)."""
@@ -203,7 +216,7 @@ def process_file(
         source = decode(path, data)
     except SourceError as exc:
         return FileResult(path, error=str(exc))
-    result = process_text(path, source, mode, overrides, approve, use_cache, cache_only)
+    result = process_text(path, source, mode, overrides, approve, use_cache, cache_only, project)
     if result is None:
         return None
     if mode is Mode.APPLY and result.fixed is not None and result.error is None:

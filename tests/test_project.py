@@ -1,0 +1,201 @@
+"""Facts that cross files: what one file's functions return, used where
+another file of the same run calls them (fixdev.codemods.project), through
+the command line, the worker pool and the result cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+DATA = """\
+import numpy as np
+import torch
+
+
+def load_batch():
+    return torch.from_numpy(np.zeros((2, 4), dtype=np.float32))
+"""
+
+TRAIN = """\
+import torch
+import torch.nn as nn
+
+from data import load_batch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = nn.Linear(4, 2).to(device)
+x = load_batch()
+out = model(x)
+print(model(load_batch()))
+"""
+
+TRAIN_FIXED = TRAIN.replace("x = load_batch()\n", "x = load_batch()\nx = x.to(device)\n")
+
+# Files enough for the worker pool to start (fixdev.parallel.MIN_FILES_FOR_POOL).
+FILLER = "import torch\n\n\ndef helper_{n}(x):\n    return x + 1\n"
+
+
+def project(root: Path, files: dict[str, str], filler: int = 0) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for n in range(filler):
+        (root / f"helper_{n}.py").write_text(FILLER.format(n=n))
+    return root
+
+
+def concise(result) -> list[str]:
+    assert "Traceback" not in result.stderr.decode(), result.stderr.decode()
+    return [line for line in result.stdout.decode().splitlines() if ": FDV" in line]
+
+
+@pytest.mark.parametrize("jobs", [["--jobs", "1"], []], ids=["one-worker", "default-workers"])
+def test_host_tensor_returned_by_another_file_is_moved_where_it_is_bound(tmp_path, fixdev, jobs):
+    project(tmp_path, {"data.py": DATA, "train.py": TRAIN}, filler=8)
+    check = fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", *jobs, ".", cwd=tmp_path)
+    assert concise(check) == [
+        "train.py:9:13: FDV107 [*] Tensor on the CPU reaches a model or tensor on a device; move it there",
+        # read straight from the call: nothing in this file to move, so no fix
+        "train.py:10:13: FDV107 Tensor on the CPU reaches a model or tensor on a device; move it there",
+    ]
+    assert check.returncode == 1
+    applied = fixdev("--apply", "--no-cache", "--select", "FDV107", *jobs, ".", cwd=tmp_path)
+    assert (tmp_path / "train.py").read_text() == TRAIN_FIXED
+    assert (tmp_path / "data.py").read_text() == DATA
+    assert "1 remaining" in applied.stderr.decode()
+    again = fixdev("--diff", "--no-cache", "--select", "FDV107", *jobs, ".", cwd=tmp_path)
+    assert again.stdout == b"", "a second run changes nothing"
+
+
+def test_a_file_checked_alone_knows_nothing_of_the_others(tmp_path, fixdev):
+    project(tmp_path, {"data.py": DATA, "train.py": TRAIN})
+    alone = fixdev("--check", "--no-cache", "--select", "FDV107", "train.py", cwd=tmp_path)
+    assert concise(alone) == [] and alone.returncode == 0
+    stdin = fixdev("--check", "--output-format", "concise", "--select", "FDV107", "--stdin-filename", "train.py", "-", cwd=tmp_path, stdin=TRAIN.encode())
+    assert concise(stdin) == [] and stdin.returncode == 0
+    named = fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", "train.py", "data.py", cwd=tmp_path)
+    assert len(concise(named)) == 2, "files named on the command line are one run"
+
+
+def test_cached_result_follows_the_other_files_function(tmp_path, fixdev):
+    work = project(tmp_path / "work", {"data.py": DATA, "train.py": TRAIN, "other.py": "import torch\nx = torch.zeros(3)\n"})
+    cache = tmp_path / "cache"
+
+    def run() -> list[str]:
+        found = fixdev("--check", "--output-format", "concise", "--select", "FDV107", ".", cwd=work, env={"FIXDEV_CACHE_DIR": str(cache)})
+        return concise(found)
+
+    def entries() -> dict[str, tuple]:
+        return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in cache.glob("*/*")}
+
+    first = run()
+    assert len(first) == 2
+    stored = entries()
+    assert run() == first and entries() == stored, "served from the cache, the other file's facts too"
+    (work / "data.py").write_text(DATA.replace("dtype=np.float32))", "dtype=np.float32)).to('cuda')"))
+    assert run() == [], "the batch now lives on the device: nothing to move"
+    now = entries()
+    rewritten = {name for name in stored if now[name] != stored[name]}
+    assert len(rewritten) == 1, "train.py's result alone is made again (data.py's new text has new entries)"
+    (work / "data.py").write_text(DATA)
+    assert run() == first
+    (work / "data.py").write_text(DATA.replace("def load_batch", "def load_other"))
+    assert run() == [], "no such function: unknown"
+
+
+def test_names_two_files_could_provide_stay_unknown(tmp_path, fixdev):
+    # `data` is app/data.py for a script run from app/, and data.py for one run from the root
+    project(tmp_path, {"data.py": DATA, "app/data.py": DATA, "app/train.py": TRAIN})
+    assert concise(fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", ".", cwd=tmp_path)) == []
+    # the same script beside its one `data` module
+    assert len(concise(fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", "app", cwd=tmp_path))) == 2
+
+
+@pytest.mark.parametrize(
+    "rebinding",
+    [
+        "load_batch = staticmethod(load_batch)\n",
+        "try:\n    from fast_data import load_batch\nexcept ImportError:\n    pass\n",
+        "def load_batch():\n    return torch.zeros(2, 4).cuda()\n",
+    ],
+    ids=["wrapped", "maybe-another-import", "redefined"],
+)
+def test_an_imported_name_the_file_rebinds_stays_unknown(tmp_path, fixdev, rebinding):
+    train = TRAIN.replace("from data import load_batch\n", "from data import load_batch\n" + rebinding)
+    project(tmp_path, {"data.py": DATA, "train.py": train})
+    assert concise(fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", ".", cwd=tmp_path)) == []
+
+
+LOADING = """\
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def load_pair():
+    a = np.zeros((2, 4), dtype=np.float32)
+    return torch.from_numpy(a), torch.from_numpy(a)
+
+
+def identity(x):
+    return x
+
+
+def moved(x, device):
+    return x.to(device)
+
+
+def get_loader(batch_size):
+    return DataLoader(TensorDataset(torch.zeros(8, 4), torch.zeros(8)), batch_size=batch_size)
+
+
+def wrap_loader(dataset):
+    return DataLoader(dataset, batch_size=2)
+
+
+class Maker:
+    @staticmethod
+    def make():
+        return torch.zeros(2, 4)
+
+    def made(self):
+        return torch.zeros(2, 4)
+"""
+
+PACKAGE_TRAIN = """\
+import torch
+import torch.nn as nn
+
+from . import loading
+from .loading import Maker, identity, moved, wrap_loader
+from pkg import load_pair
+
+device = torch.device("cuda")
+model = nn.Linear(4, 2).to(device)
+x, y = load_pair()
+out = model(x)
+print(model(identity(torch.zeros(2, 4))), model(moved(torch.zeros(2, 4), "cpu")))
+for xb, yb in loading.get_loader(2):
+    model(xb)
+for xb, yb in wrap_loader(something):
+    model(xb)
+m = Maker.make()
+model(m)
+model(Maker().made())
+"""
+
+
+def test_package_imports_reexports_and_what_stays_unknown(tmp_path, fixdev):
+    project(tmp_path, {"pkg/__init__.py": "from .loading import load_pair\n", "pkg/loading.py": LOADING, "pkg/train.py": PACKAGE_TRAIN})
+    found = concise(fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", ".", cwd=tmp_path))
+    # the re-exported pair, the loader's batch, the static method's tensor; not the
+    # parameter passed through, the tensor moved to a parameter's device, the
+    # loader over a dataset the caller gives, an instance method's result
+    assert [line.split(": FDV")[0] for line in found] == ["pkg/train.py:11:13", "pkg/train.py:14:11", "pkg/train.py:18:7"]
+    fixdev("--apply", "--no-cache", "--select", "FDV107", ".", cwd=tmp_path)
+    fixed = (tmp_path / "pkg/train.py").read_text()
+    assert "x, y = load_pair()\nx = x.to(device)\n" in fixed
+    assert "for xb, yb in loading.get_loader(2):\n    xb = xb.to(device)\n" in fixed
+    assert "m = Maker.make()\nm = m.to(device)\n" in fixed
