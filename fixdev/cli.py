@@ -72,13 +72,14 @@ def _list_rules(value: bool) -> None:
         from .rule import GROUPS
 
         rules = all_rules()
+        width = max(len(rule.name) for rule in rules)
         for number, group in enumerate(dict.fromkeys([*GROUPS, *(rule.group for rule in rules)])):
             members = [rule for rule in rules if rule.group == group]
             if members:
                 typer.echo(f"{'' if number == 0 else chr(10)}{GROUPS.get(group, group)} ({group})")
             for rule in members:
                 mark = "[*]" if rule.fixable() else "   "
-                typer.echo(f"  {rule.code}  {mark}  {rule.name:<20} {rule.message}")
+                typer.echo(f"  {rule.code}  {mark}  {rule.name:<{width}}  {rule.message}")
         raise typer.Exit()
 
 
