@@ -216,8 +216,9 @@ def _module_marked_cuda(facts: "FileAnalysis") -> bool:
 
 def distributed(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
     """The function holding ``node`` (or the module's top-level code) is
-    multi-GPU code: it calls ``torch.distributed`` or picks a GPU by a
-    variable (``torch.cuda.set_device(local_rank)``)."""
+    multi-GPU code: it calls ``torch.distributed``, picks a GPU by a variable
+    (``torch.cuda.set_device(local_rank)``) or names a second one
+    (``"cuda:1"``)."""
     scope = facts.enclosing(node, cst.FunctionDef) or facts.module
     memo = facts.shared.setdefault("distributed_scopes", {})
     if scope not in memo:
@@ -231,6 +232,9 @@ def _is_distributed(facts: "FileAnalysis", scope: cst.CSTNode) -> bool:
         current = stack.pop()
         if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and scope is facts.module:
             continue  # top-level code only
+        literal = cuda_literal(current)
+        if literal is not None and literal not in ("cuda", "cuda:0"):
+            return True  # a second GPU named: "cuda:1"
         if isinstance(current, cst.Call):
             names = facts.qnames(current.func)
             if any(n.startswith("torch.distributed.") for n in names):
@@ -372,11 +376,13 @@ class HardCodedCuda(Rule):
     catches the failure, and in functions or classes whose name or decorators
     say cuda or gpu (`def test_cuda_...`, `@skipIf(not TEST_CUDA)`). In
     multi-GPU code: a function that calls `torch.distributed`, picks its GPU
-    by a variable (`torch.cuda.set_device(local_rank)`) or builds the device
-    (`f"cuda:{rank}"`). A device name assigned more than once in its scope
-    (the program chooses elsewhere too), `"cuda"` compared with something
-    (`x.device == torch.device("cuda")`), and `torch.autocast("cuda")` (which
-    only warns without CUDA). Reported without a fix: a choice where `torch`
+    by a variable (`torch.cuda.set_device(local_rank)`), builds the device
+    (`f"cuda:{rank}"`) or names a second GPU (`"cuda:1"`). A device name
+    assigned more than once in its scope (the program chooses elsewhere too),
+    `"cuda"` compared with something (`x.device == torch.device("cuda")`),
+    `torch.autocast("cuda")` (which only warns without CUDA), and a
+    `device="cuda"` parameter that only tells autocast or a grad scaler which
+    device type to use. Reported without a fix: a choice where `torch`
     is not imported before it runs, a query such as
     `torch.cuda.get_device_name()`, and a guardable call that is not a
     statement of its own.
@@ -491,8 +497,31 @@ class HardCodedCuda(Rule):
 
     def _default(self, param: cst.Param, node: cst.SimpleString) -> None:
         func = analysis.of(self).enclosing(param, (cst.FunctionDef, cst.Lambda))
+        if isinstance(func, cst.FunctionDef) and self._names_an_autocast_device(func, param.name.value):
+            return
         # a default is evaluated where the def runs, in the scope around it
         self._choice(node, func if func is not None else param, silent_at=param)
+
+    def _names_an_autocast_device(self, func: cst.FunctionDef, name: str) -> bool:
+        """The parameter reaches autocast or a grad scaler
+        (``torch.get_autocast_dtype(device)``, ``torch.amp.GradScaler(device)``),
+        which only warn without CUDA, and places nothing (no ``.to(device)``,
+        no ``device=device``)."""
+        amp = placing = False
+        facts = analysis.of(self)
+        for node in facts.index_order():
+            if not (isinstance(node, cst.Name) and node.value == name and isinstance(facts.parent(node), cst.Arg)):
+                continue
+            arg = facts.parent(node)
+            call = facts.parent(arg)
+            if not isinstance(call, cst.Call) or facts.enclosing(call, cst.FunctionDef) is not func:
+                continue
+            names = self.qualified_names(call.func)
+            if any("autocast" in n or n.startswith(("torch.amp.", "torch.cuda.amp.")) for n in names):
+                amp = True
+            elif (arg.keyword is not None and arg.keyword.value == "device") or analysis.last_name(call.func) == "to":
+                placing = True
+        return amp and not placing
 
     def _choice(self, node: cst.SimpleString, at: cst.CSTNode, torch: str | None = None, silent_at: cst.CSTNode | None = None) -> None:
         """A device is chosen here: give the choice its fallback in place."""
