@@ -711,7 +711,10 @@ def _position(node) -> tuple[int, int]:
 
 def _related_statements(helper: _Facts, statement: ast.stmt, depth: int = 3) -> list[tuple[int, ast.stmt]]:
     """The failing statement (depth 0), then the statements that made the
-    host values it uses (depth 1, 2, …): where a fix for this line may land."""
+    host values it uses (depth 1, 2, …): where a fix for this line may land.
+    The values the failing line uses directly are followed to where they were
+    made even when the analysis cannot place them (``m = self.memory``): the
+    error says one of them is on the wrong device."""
     found: list[tuple[int, ast.stmt]] = [(0, statement)]
     seen = {id(statement)}
     frontier = [statement]
@@ -721,7 +724,9 @@ def _related_statements(helper: _Facts, statement: ast.stmt, depth: int = 3) -> 
             for node in _expressions(current):
                 if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
                     continue
-                host, _, _ = helper.places(node)
+                host, _, unknown = helper.places(node)
+                if level == 1:
+                    host = host + [origin for _, origin in unknown if not isinstance(origin, ast.arg)]
                 for origin in host:
                     origin_statement = helper.statement_of(origin) if isinstance(origin, ast.AST) else None
                     if origin_statement is not None and id(origin_statement) not in seen:
@@ -821,20 +826,73 @@ def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, lin
         elif not isinstance(node, ast.Call):
             unknown_side.append((node, unknown))
     device_side.sort(key=lambda item: not isinstance(item[0], (ast.Name, ast.Attribute)))  # `model` reads better than `model(x)`
+    change = None
     if not host_side and device_side and unknown_side:
-        # Two devices meet here, the only known side is on the GPU: the
-        # values the analysis cannot place are the host ones.
+        # Two devices meet here and the only known side is on the GPU: the
+        # host side is among the values the analysis cannot place.
         unknown_side.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
         names = ", ".join(f"`{_short(_source(flow, node))}`" for node, _ in unknown_side[:3])
-        origins = _unknown_words(helper, unknown_side[0][0], unknown_side[0][1], plural=len(unknown_side) > 1)
-        host_side.extend((node, "") for node, _ in unknown_side)
-        why.append(f"{names} must be on the CPU: {origins}, and the error says this line mixes {_pair(report)} while the other side is on the GPU")
+        made = {id(_binding_before(helper, node) or node) for node, _ in unknown_side}
+        said = f"the error says this line mixes {_pair(report)} while the other side is on the GPU"
+        state = [(node, _plain_state(helper, node)) for node, _ in unknown_side]
+        state = [(node, found) for node, found in state if found]
+        if len(state) == 1 and (len(made) > 1 or len(unknown_side) == 1):
+            # a tensor the module keeps as a plain attribute: the classic culprit
+            node, (attribute, sets) = state[0]
+            where = ", ".join(f"line {n.lineno} in `{method}`" for n, method in sets[:2])
+            kept = f"`{attribute}`, a plain attribute (set on {where}), which stays where it was made when the model moves"
+            if len(unknown_side) == 1:
+                why.append(f"{names} must be on the CPU ({said}): it is {kept}")
+            else:
+                why.append(f"one of {names} is on the CPU ({said}); most likely `{_short(_source(flow, node))}`: it is {kept}")
+            first, method = sets[0]
+            change = (
+                f"make `{attribute}` a buffer where it is first set (line {first.lineno} in `{method}`): "
+                f"`self.register_buffer(\"{attribute[5:]}\", ..., persistent=False)`; later assignments keep it a buffer, and it moves with the model"
+            )
+        elif len(made) == 1:  # one value, or parts of one (a batch): all on the CPU
+            origins = _unknown_words(helper, unknown_side[0][0], unknown_side[0][1], plural=len(unknown_side) > 1)
+            host_side.extend((node, "") for node, _ in unknown_side)
+            why.append(f"{names} must be on the CPU: {origins}, and {said}")
+        else:
+            why.append(f"one of {names} is on the CPU ({said}); fixdev cannot see which")
+            device = _device_of(device_side, helper)
+            change = f"print each one's `.device` before line {line} and move the one on the CPU to {('`' + device + '`') if device else 'the GPU'}"
     else:
         why.extend(sentence for _, sentence in host_side[:2])
     why.extend(sentence for _, sentence in device_side[:1])
     walk = bool(host_side) and all(_parameter_origin(helper.places(node)[2]) for node, _ in host_side)
-    change = _move_change(helper, statement, line, [node for node, _ in host_side], device_side)
+    if change is None:
+        change = _move_change(helper, statement, line, [node for node, _ in host_side], device_side)
     return why, change, walk
+
+
+def _plain_state(helper: _Facts, node: ast.expr) -> tuple[str, list] | None:
+    """``("self.h", [(assignment, method), ...])`` when ``node`` reads a
+    tensor the module keeps as a plain attribute (``h = self.h`` or
+    ``self.h`` itself), with where the class sets it; else None."""
+    target = node
+    if isinstance(node, ast.Name):
+        binding = _binding_before(helper, node)
+        target = binding.value if isinstance(binding, ast.Assign) else None
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+        return None
+    cls = helper.parents().get(helper.function_of(target))
+    if not isinstance(cls, ast.ClassDef):
+        return None
+    sets = []
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for statement in ast.walk(method):
+            if isinstance(statement, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and t.attr == target.attr and isinstance(t.value, ast.Name) and t.value.id == "self" for t in statement.targets
+            ):
+                if helper.what(statement.value) is helper.F.What.MODULE or "Parameter" in _source(helper.flow, statement.value).split("(")[0]:
+                    return None  # a submodule or a parameter moves with the model
+                sets.append((statement, method.name))
+    sets.sort(key=lambda item: (item[1] != "__init__", item[0].lineno))
+    return (f"self.{target.attr}", sets) if sets else None
 
 
 def _host_sentence(helper: _Facts, value: ast.expr, origins: list) -> str:
@@ -1160,7 +1218,8 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
     if inner_user is not chosen:
         result.why.append(f"the error is raised in `{inner_user.frame.function or '?'}` ({inner_user.path.as_posix()}:{inner_user.frame.line}), called from here")
     if family.group == "cuda-only" and len(result.findings) > 1:
-        result.why.append(f"every line of {chosen.path.as_posix()} that asks for it fails the same way, one after the other: all {len(result.findings)} are fixed together")
+        together = "both are" if len(result.findings) == 2 else f"all {len(result.findings)} are"
+        result.why.append(f"every line of {chosen.path.as_posix()} that asks for it fails the same way, one after the other: {together} fixed together")
     result.status = "fixable" if any(f.fix for f in result.findings) else "explained"
     return result
 
