@@ -9,6 +9,7 @@ import libcst as cst
 from fixdev.rule import Invalid, Rule
 
 from . import analysis
+from .numpy_on_device import runs_only_without_cuda
 
 # Expressions a `.cpu()` can follow without parentheses.
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
@@ -57,10 +58,11 @@ class CrossDeviceIndex(Rule):
     When the indexed tensor may live on a device, or where either side lives
     is not known (a function's parameter); for a 0-dim index (`x[t.argmax()]`
     reads it as a number, which works across devices); for assignments
-    (`x[idx] = v` moves the indices itself). Also when the indexed tensor
-    meets device tensors elsewhere (the indexing result is combined with
-    them, or the tensor is fed to a model on the device): it has to move to
-    the device anyway, and the rule reporting that meeting
+    (`x[idx] = v` moves the indices itself); where the read runs only
+    without CUDA (the `else` of `if torch.cuda.is_available():`). Also when
+    the indexed tensor meets device tensors elsewhere (the indexing result
+    is combined with them, or the tensor is fed to a model on the device):
+    it has to move to the device anyway, and the rule reporting that meeting
     (`factory-device`, `unmoved-input`) moves it where it is made, which
     fixes the indexing too.
     """
@@ -77,6 +79,10 @@ class CrossDeviceIndex(Rule):
         "import torch\nx = torch.randn(5)\ni = torch.randn(5, device='cuda').argmax()\ny = x[i]\n",
         "import torch\ndef f(x):\n    idx = torch.arange(2, device='cuda')\n    return x[idx]\n",
         "import torch\ndevice = torch.device('cuda')\nx = torch.randn(5)\nidx = torch.arange(2, device=device)\ny = x[idx] * torch.ones(2, device=device)\n",
+        (
+            "import torch\nscores = torch.randn(5)\nif torch.cuda.is_available():\n    scores = scores.cuda()\nnames = torch.arange(5)\n"
+            "if not torch.cuda.is_available():\n    best = names[scores > 0]\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -99,7 +105,7 @@ class CrossDeviceIndex(Rule):
         # host values that meet a device elsewhere: other rules move them where they are made
         met = {origin for sink in sinks if sink.kind in ("module-input", "operand") for origin in sink.origins}
         for sink in sinks:
-            if sink.kind != "index" or met.intersection(sink.origins):
+            if sink.kind != "index" or met.intersection(sink.origins) or runs_only_without_cuda(self, flow, sink.node):
                 continue
             # sink.other: the index on a device (a second one, if any, is the next round's finding)
             index = sink.other

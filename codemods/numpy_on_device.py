@@ -65,7 +65,9 @@ class NumpyOnDevice(Rule):
     When `t` is known to live on the host (a factory without `device=`, a
     loader batch, `.cpu()`), and when where `t` lives is not known (a
     function's parameter, a call into another file): most `.numpy()` calls
-    read host tensors. Also for `t.numpy(force=True)`. Reported without a
+    read host tensors. Also where the read runs only without CUDA (the
+    `else` of `if torch.cuda.is_available():` or of `if args.cuda:`, the body
+    of `if not ...`), and for `t.numpy(force=True)`. Reported without a
     fix: values that may be a list or another container rather than one
     tensor (`np.array([a, b])`).
     """
@@ -82,6 +84,10 @@ class NumpyOnDevice(Rule):
         "import torch\nx = torch.randn(3, device='cuda')\na = x.cpu().numpy()\n",
         "import torch\nfrom torch.utils.data import DataLoader\nfor x, y in DataLoader(ds):\n    a = x.numpy()\n",
         "import torch\nx = torch.randn(3).cuda()\na = x.numpy(force=True)\n",
+        (
+            "import torch\nx = torch.randn(3)\nif torch.cuda.is_available():\n    x = x.cuda()\ny = x * 2\n"
+            "if torch.cuda.is_available():\n    a = y.cpu().numpy()\nelse:\n    a = y.numpy()\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -113,6 +119,8 @@ class NumpyOnDevice(Rule):
                 continue  # numpy(force=True) copies to the host itself
             value = sink.value
             start, end = flow.span(call)
+            if runs_only_without_cuda(self, flow, call):
+                continue
             if flow.what(value) is not What.TENSOR:
                 self.report_at(start, end, "Value that may hold tensors on a device is read as a NumPy array; copy them to the host first")
                 continue
@@ -130,6 +138,31 @@ class NumpyOnDevice(Rule):
                     continue
                 edits = [self.insert(dot, move)]
             self.report_at(start, end, fix=edits, fix_message=f"Copy to the host first: `{move[1:]}`")
+
+
+def runs_only_without_cuda(rule: Rule, flow, node: ast.AST) -> bool:
+    """``node`` runs only where CUDA is not in use, so nothing there is on a
+    GPU (the flow joins both branches): in the ``else`` (or ``elif``) of an
+    ``if`` that tests for CUDA (``torch.cuda.is_available()``, ``args.cuda``,
+    ``x.is_cuda``...), or under ``if not`` such a test."""
+    parents = analysis.ast_parents(flow)
+    statement = node
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = parents.get(statement)
+    facts = analysis.of(rule)
+    child = facts.statement_at(flow.span(statement)[0]) if statement is not None else None
+    block = facts.parent(child) if child is not None else None
+    while block is not None:
+        if isinstance(block, cst.If):
+            test = block.test
+            if child is block.orelse and not isinstance(test, cst.BooleanOperation) and analysis._tests_for_cuda(facts, test):
+                return True
+            if child is block.body and isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and analysis._tests_for_cuda(facts, test.expression):
+                return True
+        if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        child, block = block, facts.parent(block)
+    return False
 
 
 def _dot_before(text: str, name_start: int) -> int | None:
