@@ -761,6 +761,9 @@ def related_findings(facts: FileFacts, line: int, codes: Iterable[str], group: s
                 origin_statement = helper.statement_of(origin) if isinstance(origin, ast.AST) else None
                 if origin_statement is not None and all(s is not origin_statement for _, s in levels):
                     levels.append((1, origin_statement))
+        for acting in _acting_on(helper, statement):
+            if all(s is not acting for _, s in levels):
+                levels.append((1, acting))
         for level, related in levels:
             first, last = _header_lines(related)
             for finding in facts.findings:
@@ -773,6 +776,32 @@ def related_findings(facts: FileFacts, line: int, codes: Iterable[str], group: s
             if finding.code in codes and finding not in ranked:
                 ranked[finding] = (9, False, finding.start)
     return sorted(ranked, key=lambda f: ranked[f])
+
+
+def _acting_on(helper: _Facts, statement: ast.stmt) -> list[ast.stmt]:
+    """Statements between where a name the failing line reads was bound and
+    the failing line that act on that value alone: a bare expression
+    (``images.to(device)``, its result dropped) or a rebinding of the name.
+    A fix there (a move kept) is a fix for this line."""
+    found = []
+    first, _ = _header_lines(statement)
+    for node in _expressions(statement):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
+            continue
+        binding = _binding_before(helper, node)
+        scope = helper.function_of(node) or helper.flow.tree
+        start = binding.lineno if binding is not None else getattr(scope, "lineno", 1)
+        for other in ast.walk(scope):
+            if not isinstance(other, (ast.Expr, ast.Assign)) or not start < other.lineno < first:
+                continue
+            if isinstance(other, ast.Expr):
+                mentions = {n.id for n in ast.walk(other.value) if isinstance(n, ast.Name)}
+                acts = node.id in mentions and len(mentions) <= 2  # the value and at most a device name
+            else:
+                acts = any(isinstance(t, ast.Name) and t.id == node.id for target in other.targets for t in ast.walk(target))
+            if acts and other not in found:
+                found.append(other)
+    return found
 
 
 # ---------------------------------------------------------------------------
