@@ -64,9 +64,6 @@ class Family:
     meaning: str  # what the message says, in plain words
     change: str  # what to change when no rule's fix applies; {line}, {subject}, {device}
 
-    def example(self) -> str:
-        return self.title
-
 
 def _family(name: str, title: str, pattern: str, group: str, codes: tuple[str, ...], meaning: str, change: str) -> Family:
     return Family(name, title, re.compile(pattern), group, codes, meaning, change)
@@ -809,10 +806,6 @@ def _acting_on(helper: _Facts, statement: ast.stmt) -> list[ast.stmt]:
 # ---------------------------------------------------------------------------
 
 
-def _line_nodes(statement: ast.stmt) -> list[ast.expr]:
-    return _expressions(statement)
-
-
 def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, line: int) -> tuple[list[str], str | None, bool]:
     """(why, what to change, walk out): plain words on the values that meet
     at ``statement``. ``walk out``: the host value came in as a parameter of
@@ -1105,7 +1098,7 @@ def _explain_other(report: Report, facts: FileFacts, statement: ast.stmt, line: 
     """Plain words and what to change for errors other than a mismatch."""
     flow = facts.flow
     family = report.family.name
-    nodes = _line_nodes(statement)
+    nodes = _expressions(statement)
     subject = None
     if family == "numpy":
         for node in nodes:
@@ -1205,7 +1198,7 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
                 result.problem = (
                     f"the failing line is in a notebook cell ({cells[-1].path}, line {cells[-1].line}"
                     + (f": `{_short(cells[-1].source)}`" if cells[-1].source else "")
-                    + "); fixdev reads .py files (jupyter nbconvert --to script)"
+                    + "); --traceback maps .py files only (fixdev --diff NOTEBOOK.ipynb shows the notebook's own findings)"
                 )
             else:
                 result.problem = f"no frame of the traceback is in a file under PATH (innermost: {frames[-1].path}, line {frames[-1].line})"
@@ -1254,28 +1247,29 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
 
 
 def _explain_unmapped(result: Explained) -> None:
-    frame = result.frame
-    if frame is None:
+    """What to change, from the failing line the log prints alone (a
+    notebook cell, a file not under PATH): no analysis, only the message."""
+    frame, report = result.frame, result.report
+    if frame is None or not frame.source:
         return
     try:
-        result.change = result.report.family.change.format(line=frame.line, subject="(see above)", device="the model's device", other="cuda:0")
-    except (KeyError, IndexError):
-        result.change = None
-
-
-def related_diff_lines(old: str, new: str) -> set[int]:
-    """Lines of ``old`` a fix changes, and for insertions the line they go
-    before (1-based): where a diff "is"."""
-    touched: set[int] = set()
-    matcher = difflib.SequenceMatcher(a=old.splitlines(), b=new.splitlines(), autojunk=False)
-    for tag, i1, i2, _j1, _j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        if i1 == i2:
-            touched.add(i1 + 1)
-        else:
-            touched.update(range(i1 + 1, i2 + 1))
-    return touched
+        tree = ast.parse(frame.source.strip())
+    except SyntaxError:
+        return
+    where = f"{'in that cell ' if frame.cell else ''}on line {frame.line}"
+    roles = report.roles()
+    if report.family.name == "input-weight" and _is_host(roles.get("input")):
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args and not isinstance(n.func, ast.Attribute)]
+        if calls:
+            argument = ast.unparse(calls[0].args[0])
+            result.change = f"move `{argument}` to the model's device {where}: `{argument}.to(device)`"
+    elif report.family.group == "cuda-only":
+        result.change = f'choose the device at run time {where}: `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` and `.to(device)`'
+    elif report.family.name == "numpy":
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy"]
+        if calls:
+            receiver = ast.unparse(calls[0].func.value)
+            result.change = f"copy it to the host first {where}: `{receiver}.detach().cpu().numpy()`"
 
 
 def changed_lines(old: str, new: str) -> set[int]:
@@ -1417,7 +1411,7 @@ def render_full(item: Explained, run: Run) -> str:
     out.append(f"{where}{item.report.exception}")
     frame = item.frame
     if frame is not None:
-        mark = f"File \"{frame.path}\", line {frame.line}" + (f", in {frame.function}" if frame.function else "")
+        mark = f"{frame.path}, line {frame.line}" if frame.cell else f"File \"{frame.path}\", line {frame.line}" + (f", in {frame.function}" if frame.function else "")
         if item.path is not None and _posix(frame.path) != item.path.as_posix():
             mark += f" → {display(item.path)}"
         out.append(f"  frame: {mark}")

@@ -234,6 +234,24 @@ def test_message_alone_is_recognised_without_a_frame(tmp_path):
     assert "paste the whole traceback" in result.stdout.decode()
 
 
+def test_a_notebook_cell_is_named_with_what_to_change(tmp_path):
+    log = tmp_path / "cell.log"
+    log.write_text(
+        "RuntimeError                              Traceback (most recent call last)\n"
+        "Cell In[4], line 3\n"
+        "      1 model = Net().to(\"cuda\")\n"
+        "      2 x = torch.randn(3, 10)\n"
+        "----> 3 out = model(x)\n"
+        "\n"
+        "RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same\n"
+    )
+    result = fixdev_in(tmp_path, "--traceback", str(log))
+    out = result.stdout.decode()
+    assert result.returncode == 1
+    assert "frame: Cell In[4], line 3" in out and "a notebook cell (Cell In[4], line 3: `out = model(x)`)" in out
+    assert "change: move `x` to the model's device in that cell on line 3: `x.to(device)`" in out
+
+
 def test_seed_program_traceback_gives_the_rules_fixes(tmp_path):
     """The second article's RobustModel/Trainer program with its bugs put back,
     and a log with torch's real wording from a CPU-only laptop (Torch not
