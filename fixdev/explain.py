@@ -1,0 +1,786 @@
+"""Why a device error happened, from the file it points at.
+
+``analyse(report, index, load)`` takes one recognised error (``traceback.py``
+reads it from the log), maps its frames to files under PATH, and answers with
+the engine's findings that explain it and plain words: at the failing line,
+the values that meet there (the device-flow analysis of ``codemods/flow.py``
+says where each was made and where it lives), resolved by the message where
+the analysis cannot place them; where the failing line is inside a library
+call or gets the value as a parameter, the caller's frame. No rule knowledge:
+which findings count is decided by where they are, and the family's codes
+only rank them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .findings import Finding
+from .source import LineIndex, Source
+from .traceback import FileIndex, Frame, Mapped, Report, _is_host, _short, _spoken
+
+# ---------------------------------------------------------------------------
+# What the file says at the failing line
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class FileFacts:
+    """One local file: its text, the engine's findings and the device flow."""
+
+    path: Path
+    text: str
+    source: Source
+    findings: list[Finding]
+    flow: Any  # codemods.flow.FileFlow
+    lines: LineIndex
+    error: str | None = None
+
+    def line_of(self, offset: int) -> int:
+        return self.lines.position(offset)[0]
+
+
+@dataclass
+class Explained:
+    """What ``--traceback`` says about one report."""
+
+    report: Report
+    frame: Frame | None = None
+    path: Path | None = None  # the local file
+    line: int | None = None
+    inner: Frame | None = None  # the innermost frame, where it was raised (a library's)
+    status: str = "explained"  # fixed / fixable / explained / stale / unmapped / ambiguous / error
+    why: list[str] = field(default_factory=list)
+    change: str | None = None
+    findings: list[Finding] = field(default_factory=list)  # kept, positions in the original text
+    problem: str | None = None
+
+
+def _statement_at(flow, line: int) -> ast.stmt | None:
+    """The innermost statement whose own line(s) hold ``line``: a compound
+    statement only by its header (``for x in loader:``)."""
+    best = None
+    stack = list(flow.tree.body)
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, ast.stmt) or not (node.lineno <= line <= (node.end_lineno or node.lineno)):
+            continue
+        best = node
+        children = [child for name in ("body", "orelse", "finalbody", "handlers") for child in getattr(node, name, []) or []]
+        for handler in getattr(node, "handlers", []) or []:
+            children.extend(handler.body)
+        for case in getattr(node, "cases", []) or []:
+            children.extend(case.body)
+        stack = [child for child in children if isinstance(child, ast.stmt)]
+    return best
+
+
+def _header_nodes(statement: ast.stmt) -> list[ast.AST]:
+    """The expressions a statement evaluates itself (not its body's)."""
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        return [statement.target, statement.iter]
+    if isinstance(statement, (ast.If, ast.While)):
+        return [statement.test]
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return [item for item in statement.items]
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return list(statement.decorator_list)
+    if isinstance(statement, ast.Try):
+        return []
+    return [statement]
+
+
+def _expressions(statement: ast.stmt) -> list[ast.expr]:
+    found = []
+    for root in _header_nodes(statement):
+        for node in ast.walk(root):
+            if isinstance(node, ast.expr):
+                found.append(node)
+    return found
+
+
+def _header_lines(statement: ast.stmt) -> tuple[int, int]:
+    nodes = _header_nodes(statement)
+    if not nodes or nodes == [statement]:
+        return statement.lineno, statement.end_lineno or statement.lineno
+    return statement.lineno, max((getattr(n, "end_lineno", None) or statement.lineno) for n in nodes)
+
+
+def _source(flow, node: ast.AST) -> str:
+    try:
+        start, end = flow.span(node)
+        return " ".join(flow.text[start:end].split())
+    except Exception:  # a node without a position
+        return ast.unparse(node)
+
+
+class _Facts:
+    """Device-flow questions about the failing statement, in plain words."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        from .codemods import flow as flow_module
+
+        self.facts = facts
+        self.flow = facts.flow
+        self.F = flow_module
+        self._parents: dict[ast.AST, ast.AST] | None = None
+
+    def parents(self) -> dict[ast.AST, ast.AST]:
+        if self._parents is None:
+            self._parents = {child: node for node in ast.walk(self.flow.tree) for child in ast.iter_child_nodes(node)}
+        return self._parents
+
+    def statement_of(self, node: ast.AST) -> ast.stmt | None:
+        parents = self.parents()
+        while node is not None and not isinstance(node, ast.stmt):
+            node = parents.get(node)
+        return node
+
+    def function_of(self, node: ast.AST) -> ast.AST | None:
+        parents = self.parents()
+        node = parents.get(node)
+        while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node = parents.get(node)
+        return node
+
+    def places(self, node: ast.expr) -> tuple[list, list, list]:
+        """(host origins, device placements with origins, unknown) of ``node``."""
+        host, device, unknown = [], [], []
+        try:
+            where = self.flow.where(node)
+        except Exception:  # the analysis is best effort here: no facts, no claims
+            return host, device, unknown
+        for placement, origin in sorted(where, key=lambda item: _position(item[1])):
+            if placement is self.F.HOST:
+                host.append(origin)
+            elif isinstance(placement, self.F.Device):
+                device.append((placement, origin))
+            else:
+                unknown.append((placement, origin))
+        return host, device, unknown
+
+    def what(self, node: ast.expr):
+        try:
+            return self.flow.what(node)
+        except Exception:
+            return self.F.What.UNKNOWN
+
+    def host_origin(self, origin: ast.AST | None) -> str:
+        """Why a value lives on the host, from where it was made."""
+        if origin is None or not hasattr(origin, "lineno"):
+            return "stays on the CPU"
+        line = origin.lineno
+        statement = self.statement_of(origin)
+        if isinstance(origin, ast.Name) and isinstance(statement, (ast.For, ast.AsyncFor)):
+            loop = statement.iter
+            inner = loop
+            while isinstance(inner, ast.Call) and inner.args and isinstance(inner.func, ast.Name) and inner.func.id in ("enumerate", "tqdm", "zip", "iter"):
+                inner = inner.args[0]
+            if self.what(inner) is self.F.What.LOADER or self.what(loop) is self.F.What.LOADER:
+                return f"comes from the DataLoader (`{_short(_source(self.flow, loop))}`, line {line}) and stays on the CPU"
+            return f"comes from `for ... in {_short(_source(self.flow, loop))}` on line {line}, on the CPU"
+        if isinstance(origin, ast.Call):
+            name = self.flow.qualified_name(origin.func) or ""
+            text = _short(_source(self.flow, origin))
+            if name.endswith("from_numpy") or name.endswith("as_tensor"):
+                return f"is made from a NumPy array by `{text}` on line {line}, on the CPU"
+            if self.what(origin) is self.F.What.MODULE:
+                return f"is built by `{text}` on line {line} and never moved to the GPU"
+            owner = self.function_of(origin)
+            where = f" in `{owner.name}`" if owner is not None and owner.name == "__init__" else ""
+            if name.startswith("torch."):
+                return f"is made by `{text}` on line {line}{where} without a `device=`, so on the CPU"
+            return f"is made by `{text}` on line {line}{where}, on the CPU"
+        if isinstance(origin, ast.arg):
+            return f"is the parameter `{origin.arg}` (line {line}), on the CPU here"
+        return f"is set on line {line}, on the CPU"
+
+    def device_origin(self, placement, origin: ast.AST | None) -> str:
+        text = placement.text
+        if not text:
+            device = "the GPU"
+        elif re.match(r"^(?:self\b|next\(self\.)", text):
+            device = "the module's device"  # next(self.parameters()).device, self.w.device
+        else:
+            device = f"`{text}`"
+        if origin is None or not hasattr(origin, "lineno"):
+            return f"is on {device}"
+        if isinstance(origin, ast.Call) and isinstance(origin.func, ast.Attribute) and origin.func.attr in ("to", "cuda", "type_as"):
+            return f"was moved to {device} on line {origin.lineno}"
+        return f"is on {device} (line {origin.lineno})"
+
+
+def _position(node) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def _related_statements(helper: _Facts, statement: ast.stmt, depth: int = 3) -> list[tuple[int, ast.stmt]]:
+    """The failing statement (depth 0), then the statements that made the
+    host values it uses (depth 1, 2, …): where a fix for this line may land.
+    The values the failing line uses directly are followed to where they were
+    made even when the analysis cannot place them (``m = self.memory``): the
+    error says one of them is on the wrong device."""
+    found: list[tuple[int, ast.stmt]] = [(0, statement)]
+    seen = {id(statement)}
+    frontier = [statement]
+    for level in range(1, depth + 1):
+        following = []
+        for current in frontier:
+            for node in _expressions(current):
+                if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+                    continue
+                host, _, unknown = helper.places(node)
+                if level == 1:
+                    host = host + [origin for _, origin in unknown if not isinstance(origin, ast.arg)]
+                for origin in host:
+                    origin_statement = helper.statement_of(origin) if isinstance(origin, ast.AST) else None
+                    if origin_statement is not None and id(origin_statement) not in seen:
+                        seen.add(id(origin_statement))
+                        found.append((level, origin_statement))
+                        following.append(origin_statement)
+        frontier = following
+    return found
+
+
+def _sinks_at(helper: _Facts, statement: ast.stmt) -> list:
+    first, last = _header_lines(statement)
+    try:
+        sinks = helper.flow.sinks()
+    except Exception:
+        return []
+    return [sink for sink in sinks if first <= getattr(sink.node, "lineno", 0) <= last]
+
+
+def related_findings(facts: FileFacts, line: int, codes: Iterable[str], group: str) -> list[Finding]:
+    """The engine's findings that explain an error at ``line``: on the line,
+    then where its host values were made; for a cuda-only error, every
+    finding of the family's codes in the file (each would fail in turn)."""
+    helper = _Facts(facts)
+    statement = _statement_at(facts.flow, line)
+    codes = set(codes)
+    ranked: dict[Finding, tuple] = {}
+    if statement is not None:
+        levels = _related_statements(helper, statement)
+        for sink in _sinks_at(helper, statement):
+            for origin in sink.origins:
+                origin_statement = helper.statement_of(origin) if isinstance(origin, ast.AST) else None
+                if origin_statement is not None and all(s is not origin_statement for _, s in levels):
+                    levels.append((1, origin_statement))
+        for acting in _acting_on(helper, statement):
+            if all(s is not acting for _, s in levels):
+                levels.append((1, acting))
+        for level, related in levels:
+            first, last = _header_lines(related)
+            for finding in facts.findings:
+                start, end = facts.line_of(finding.start), facts.line_of(max(finding.start, finding.end - 1))
+                if start <= last and end >= first:
+                    rank = (level, finding.code not in codes, finding.start)
+                    ranked[finding] = min(ranked.get(finding, rank), rank)
+    if group == "cuda-only":
+        for finding in facts.findings:
+            if finding.code in codes and finding not in ranked:
+                ranked[finding] = (9, False, finding.start)
+    return sorted(ranked, key=lambda f: ranked[f])
+
+
+def _acting_on(helper: _Facts, statement: ast.stmt) -> list[ast.stmt]:
+    """Statements between where a name the failing line reads was bound and
+    the failing line that act on that value alone: a bare expression
+    (``images.to(device)``, its result dropped) or a rebinding of the name.
+    A fix there (a move kept) is a fix for this line."""
+    found = []
+    first, _ = _header_lines(statement)
+    for node in _expressions(statement):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
+            continue
+        binding = _binding_before(helper, node)
+        scope = helper.function_of(node) or helper.flow.tree
+        start = binding.lineno if binding is not None else getattr(scope, "lineno", 1)
+        for other in ast.walk(scope):
+            if not isinstance(other, (ast.Expr, ast.Assign)) or not start < other.lineno < first:
+                continue
+            if isinstance(other, ast.Expr):
+                mentions = {n.id for n in ast.walk(other.value) if isinstance(n, ast.Name)}
+                acts = node.id in mentions and len(mentions) <= 2  # the value and at most a device name
+            else:
+                acts = any(isinstance(t, ast.Name) and t.id == node.id for target in other.targets for t in ast.walk(target))
+            if acts and other not in found:
+                found.append(other)
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Explaining
+# ---------------------------------------------------------------------------
+
+
+def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, line: int) -> tuple[list[str], str | None, bool]:
+    """(why, what to change, walk out): plain words on the values that meet
+    at ``statement``. ``walk out``: the host value came in as a parameter of
+    the function, so the caller's frame is the one to read."""
+    helper = _Facts(facts)
+    flow = facts.flow
+    why: list[str] = []
+    sinks = _sinks_at(helper, statement)
+    for sink in sinks[:2]:
+        host, _, _ = helper.places(sink.value)  # the sink keeps one origin; where() has them all
+        sentence = _host_sentence(helper, sink.value, [*sink.origins, *host])
+        if sink.other is not None:
+            _, device, _ = helper.places(sink.other)
+            other = _short(_source(flow, sink.other))
+            if device:
+                sentence += f"; `{other}` {helper.device_origin(*device[0])}"
+        why.append(sentence)
+    if sinks:
+        others = [(sink.other, "") for sink in sinks if sink.other is not None]
+        return why, _move_change(helper, statement, line, [sink.value for sink in sinks], others), False
+
+    # No meeting the analysis found by itself. The message says two devices
+    # meet on this line (and sometimes which value is where): a value the
+    # analysis leaves unknown is resolved by it.
+    host_side: list[tuple[ast.expr, str]] = []
+    device_side: list[tuple[ast.expr, str]] = []
+    unknown_side: list[tuple[ast.expr, list]] = []
+    for node, role in _operands(helper, statement):
+        host, device, unknown = helper.places(node)
+        text = _short(_source(flow, node))
+        said = _said_device(report, role)
+        if host:
+            host_side.append((node, _host_sentence(helper, node, host)))
+        elif device and not unknown:
+            device_side.append((node, f"`{text}` {helper.device_origin(*device[0])}"))
+        elif said is not None and _is_host(said):
+            host_side.append((node, f"`{text}` is on the CPU: {_unknown_words(helper, node, unknown)}, and the error says the {role} is a CPU tensor"))
+        elif said is not None:
+            device_side.append((node, f"`{text}` is on {said}, as the error says"))
+        elif not isinstance(node, ast.Call):
+            unknown_side.append((node, unknown))
+    device_side.sort(key=lambda item: not isinstance(item[0], (ast.Name, ast.Attribute)))  # `model` reads better than `model(x)`
+    change = None
+    if not host_side and device_side and unknown_side:
+        # Two devices meet here and the only known side is on the GPU: the
+        # host side is among the values the analysis cannot place.
+        unknown_side.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
+        names = ", ".join(f"`{_short(_source(flow, node))}`" for node, _ in unknown_side[:3])
+        made = {id(_binding_before(helper, node) or node) for node, _ in unknown_side}
+        said = f"the error says this line mixes {_pair(report)} while the other side is on the GPU"
+        state = [(node, _plain_state(helper, node)) for node, _ in unknown_side]
+        state = [(node, found) for node, found in state if found]
+        if len(state) == 1 and (len(made) > 1 or len(unknown_side) == 1):
+            # a tensor the module keeps as a plain attribute: the classic culprit
+            node, (attribute, sets) = state[0]
+            where = ", ".join(f"line {n.lineno} in `{method}`" for n, method in sets[:2])
+            kept = f"`{attribute}`, a plain attribute (set on {where}), which stays where it was made when the model moves"
+            if len(unknown_side) == 1:
+                why.append(f"{names} must be on the CPU ({said}): it is {kept}")
+            else:
+                why.append(f"one of {names} is on the CPU ({said}); most likely `{_short(_source(flow, node))}`: it is {kept}")
+            first, method = sets[0]
+            change = (
+                f"make `{attribute}` a buffer where it is first set (line {first.lineno} in `{method}`): "
+                f"`self.register_buffer(\"{attribute[5:]}\", ..., persistent=False)`; later assignments keep it a buffer, and it moves with the model"
+            )
+        elif len(made) == 1:  # one value, or parts of one (a batch): all on the CPU
+            origins = _unknown_words(helper, unknown_side[0][0], unknown_side[0][1], plural=len(unknown_side) > 1)
+            host_side.extend((node, "") for node, _ in unknown_side)
+            why.append(f"{names} must be on the CPU: {origins}, and {said}")
+        else:
+            why.append(f"one of {names} is on the CPU ({said}); fixdev cannot see which")
+            device = _device_of(device_side, helper)
+            change = f"print each one's `.device` before line {line} and move the one on the CPU to {('`' + device + '`') if device else 'the GPU'}"
+    else:
+        why.extend(sentence for _, sentence in host_side[:2])
+    why.extend(sentence for _, sentence in device_side[:1])
+    walk = bool(host_side) and all(_parameter_origin(helper.places(node)[2]) for node, _ in host_side)
+    if change is None:
+        change = _move_change(helper, statement, line, [node for node, _ in host_side], device_side)
+    return why, change, walk
+
+
+def _plain_state(helper: _Facts, node: ast.expr) -> tuple[str, list] | None:
+    """``("self.h", [(assignment, method), ...])`` when ``node`` reads a
+    tensor the module keeps as a plain attribute (``h = self.h`` or
+    ``self.h`` itself), with where the class sets it; else None."""
+    target = node
+    if isinstance(node, ast.Name):
+        binding = _binding_before(helper, node)
+        target = binding.value if isinstance(binding, ast.Assign) else None
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+        return None
+    cls = helper.parents().get(helper.function_of(target))
+    if not isinstance(cls, ast.ClassDef):
+        return None
+    sets = []
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for statement in ast.walk(method):
+            if isinstance(statement, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and t.attr == target.attr and isinstance(t.value, ast.Name) and t.value.id == "self" for t in statement.targets
+            ):
+                if helper.what(statement.value) is helper.F.What.MODULE or "Parameter" in _source(helper.flow, statement.value).split("(")[0]:
+                    return None  # a submodule or a parameter moves with the model
+                sets.append((statement, method.name))
+    sets.sort(key=lambda item: (item[1] != "__init__", item[0].lineno))
+    return (f"self.{target.attr}", sets) if sets else None
+
+
+def _host_sentence(helper: _Facts, value: ast.expr, origins: list) -> str:
+    """``noise` is made by `torch.randn(x.shape)` on line 30 …``: the origin
+    bound to the name the line uses comes first (``noise = randn(...) *
+    scale`` is about randn), another one is added."""
+    flow = helper.flow
+    origins = sorted({o for o in origins if o is not None}, key=_position)
+    named = [o for o in origins if _bound_name(helper, o, value) is not None]
+    origins = named + [o for o in origins if o not in named]
+    if not origins:
+        return f"`{_short(_source(flow, value))}` is on the CPU"
+    subject = _short(_bound_name(helper, origins[0], value) or _source(flow, value))
+    sentence = f"`{subject}` {helper.host_origin(origins[0])}"
+    for also in origins[1:2]:
+        if isinstance(also, ast.AST) and hasattr(also, "lineno"):
+            sentence += f" (and from `{_short(_source(flow, also), 40)}`, line {also.lineno}, on the CPU too)"
+    return sentence
+
+
+def _bound_name(helper: _Facts, origin, value: ast.expr) -> str | None:
+    """The name a host value has where it was made (``ctx`` for ``ctx =
+    torch.zeros(n)``), when the failing expression uses that name."""
+    statement = helper.statement_of(origin) if isinstance(origin, ast.AST) else None
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], (ast.Name, ast.Attribute)):
+        name = _source(helper.flow, statement.targets[0])
+        if any(_source(helper.flow, node) == name for node in ast.walk(value) if isinstance(node, (ast.Name, ast.Attribute))):
+            return name
+    return None
+
+
+def _pair(report: Report) -> str:
+    devices = report.devices()
+    return f"{_spoken(devices[0])} and {_spoken(devices[1])}" if devices else "two devices"
+
+
+def _unknown_words(helper: _Facts, node: ast.expr, unknown: list, plural: bool = False) -> str:
+    """Why the analysis cannot say where a value lives."""
+    param = _parameter_origin(unknown)
+    if param is not None:
+        return f"it is the parameter `{param}`, which comes from the caller"
+    they = "they are" if plural else "it is"
+    binding = _binding_before(helper, node)
+    if binding is not None:
+        return f"fixdev cannot see where {they} made (`{_short(_source(helper.flow, binding))}`, line {binding.lineno})"
+    return f"fixdev cannot see where {they} made"
+
+
+def _binding_before(helper: _Facts, node: ast.expr) -> ast.stmt | None:
+    """The last statement of the enclosing function, before ``node``'s
+    line, that binds ``node``'s name."""
+    if not isinstance(node, ast.Name):
+        return None
+    scope = helper.function_of(node) or helper.flow.tree
+    found = None
+    for statement in ast.walk(scope):
+        if not isinstance(statement, (ast.Assign, ast.For, ast.AnnAssign, ast.AugAssign)) or statement.lineno >= node.lineno:
+            continue
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        if any(isinstance(n, ast.Name) and n.id == node.id for target in targets for n in ast.walk(target)):
+            if found is None or statement.lineno > found.lineno:
+                found = statement
+    if isinstance(found, ast.For):
+        return None  # its header is the binding; a loop's body is not what made it
+    return found
+
+
+def _move_change(helper: _Facts, statement: ast.stmt, line: int, host: list[ast.expr], device_side) -> str | None:
+    """What to write where no rule's fix applies: move the host values."""
+    flow = helper.flow
+    movable = [node for node in host if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript))]
+    if not movable:
+        return None
+    try:
+        device = flow.device_at(movable[0]) or _device_of(device_side, helper)
+    except Exception:
+        device = _device_of(device_side, helper)
+    shown_device = device or "device"
+    first = movable[0]
+    if helper.what(first) is helper.F.What.MODULE:
+        target = _source(flow, first)
+        host, _, _ = helper.places(first)
+        where = f"where it is built (line {host[0].lineno})" if host and hasattr(host[0], "lineno") else f"before line {line}"
+        return f"move `{target}` to the GPU {where}: `{target}.to({shown_device})`"
+    texts = []
+    for node in movable[:3]:
+        text = _source(flow, node)
+        if text not in texts:
+            texts.append(text)
+    names = ", ".join(texts)
+    moves = ", ".join(f"{text}.to({shown_device})" for text in texts)
+    where = f"`{device}`" if device else "the device the other tensors are on"
+    return f"move {', '.join(f'`{t}`' for t in texts)} to {where} before line {line}: `{names} = {moves}`"
+
+
+def _device_of(device_side, helper: _Facts) -> str | None:
+    for node, _ in device_side:
+        _, device, _ = helper.places(node)
+        for placement, _origin in device:
+            if placement.text:
+                return placement.text
+    return None
+
+
+def _parameter_origin(unknown) -> str | None:
+    for placement, origin in unknown:
+        if isinstance(origin, ast.arg):
+            return origin.arg
+    return None
+
+
+def _said_device(report: Report, role: str) -> str | None:
+    roles = report.roles()
+    if role == "input":
+        return roles.get("input")
+    if role == "module":
+        return roles.get("weight")
+    return None
+
+
+def _moved_callable(helper: _Facts, func: ast.expr) -> bool:
+    """An object of a class the analysis cannot see, that was moved to a
+    device: a module, for this purpose."""
+    if not isinstance(func, (ast.Name, ast.Attribute)):
+        return False
+    host, device, unknown = helper.places(func)
+    return bool(device) and not host and not unknown
+
+
+def _operands(helper: _Facts, statement: ast.stmt) -> list[tuple[ast.expr, str]]:
+    """The values that meet at the statement: a module call's module and
+    input, the operands of arithmetic, torch functions and indexing."""
+    found: list[tuple[ast.expr, str]] = []
+    seen: set[int] = set()
+
+    def add(node: ast.expr, role: str) -> None:
+        if id(node) not in seen and isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+            seen.add(id(node))
+            found.append((node, role))
+
+    for node in _expressions(statement):
+        if isinstance(node, ast.Call) and (helper.what(node.func) is helper.F.What.MODULE or _moved_callable(helper, node.func)):
+            add(node.func, "module")
+            for arg in node.args[:1]:
+                add(arg, "input")
+        elif isinstance(node, ast.BinOp) or isinstance(node, ast.Compare):
+            for side in (getattr(node, "left", None), getattr(node, "right", None), *getattr(node, "comparators", [])):
+                if side is not None and helper.what(side) in (helper.F.What.TENSOR, helper.F.What.UNKNOWN):
+                    add(side, "operand")
+        elif isinstance(node, ast.Subscript) and helper.what(node.value) is helper.F.What.TENSOR:
+            add(node.value, "operand")
+            add(node.slice, "operand")
+        elif isinstance(node, ast.Call):
+            name = helper.flow.qualified_name(node.func) or ""
+            if name.startswith("torch.") or (isinstance(node.func, ast.Attribute) and helper.what(node.func.value) is helper.F.What.TENSOR):
+                if isinstance(node.func, ast.Attribute) and not name.startswith("torch."):
+                    add(node.func.value, "operand")
+                for arg in node.args:
+                    targets = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
+                    for element in targets:
+                        if helper.what(element) in (helper.F.What.TENSOR, helper.F.What.UNKNOWN):
+                            add(element, "operand")
+    return found
+
+
+# Families whose message says more than "two devices meet": explained by
+# what the line does (reads .numpy(), loads, asks for CUDA, wraps a model).
+_OWN_WORDS = frozenset({"numpy", "deserialize", "no-cuda-build", "no-driver", "legacy-type", "data-parallel"})
+
+
+def _explain(report: Report, facts: FileFacts, statement: ast.stmt, line: int) -> tuple[list[str], str | None, bool]:
+    if report.family.name not in _OWN_WORDS:
+        why, change, walk = _explain_mismatch(report, facts, statement, line)
+        if why or change or report.family.name != "index-device":
+            return why, change, walk
+    why, change = _explain_other(report, facts, statement, line)
+    return why, change, False
+
+
+def _explain_other(report: Report, facts: FileFacts, statement: ast.stmt, line: int) -> tuple[list[str], str | None]:
+    """Plain words and what to change for errors other than a mismatch."""
+    flow = facts.flow
+    family = report.family.name
+    nodes = _expressions(statement)
+    subject = None
+    if family == "numpy":
+        for node in nodes:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
+                receiver = _source(flow, node.func.value)
+                subject = f"`{receiver}.detach().cpu().numpy()`"
+                return [f"`{_short(receiver)}` is on {_spoken(report.roles().get('odd')) or 'the GPU'}"], report.family.change.format(line=line, subject=subject, device="")
+        subject = "`.detach().cpu().numpy()`"
+    elif family == "deserialize":
+        for node in nodes:
+            if isinstance(node, ast.Call) and (flow.qualified_name(node.func) or "").endswith("load"):
+                subject = "`torch.load(..., map_location=\"cpu\")` (or the device the program runs on)"
+                return [f"`{_short(_source(flow, node))}` loads it"], report.family.change.format(line=line, subject=subject, device="")
+        subject = "`map_location=\"cpu\"`"
+    elif family in ("no-cuda-build", "no-driver"):
+        asks = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "cuda"]
+        asks += [n for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("cuda")]
+        subject = '`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` and `.to(device)`'
+        if asks:
+            return [f"line {line} asks for CUDA: `{_short(_source(flow, asks[0]))}`"], report.family.change.format(line=line, subject=subject, device="")
+        moves = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "to" and n.args]
+        if moves:
+            target = _short(_source(flow, moves[0].args[0]))
+            return [f"line {line} moves to `{target}`, which names CUDA where it is defined"], report.family.change.format(line=line, subject=subject, device="")
+    elif family == "index-device":
+        for node in nodes:
+            if isinstance(node, ast.Subscript):
+                table, index = _source(flow, node.value), _source(flow, node.slice)
+                subject = f"`{table}[{index}.to({table}.device)]`, or keep `{table}` on the GPU (a buffer)"
+                return [f"`{_short(table)}` is indexed with `{_short(index)}`, which is on another device"], report.family.change.format(line=line, subject=subject, device="")
+        subject = "`.to(table.device)` on the indices"
+    elif family == "data-parallel":
+        wrapped = None
+        for node in ast.walk(flow.tree):
+            if isinstance(node, ast.Call) and (flow.qualified_name(node.func) or "").endswith("DataParallel") and node.args:
+                wrapped = node
+                break
+        other = report.roles().get("other") or "cuda:0"
+        if wrapped is not None:
+            inner = _source(flow, wrapped.args[0])
+            subject = f"wrap `{inner}.to(\"{other}\")` on line {wrapped.lineno}"
+            return [f"`{_short(_source(flow, wrapped))}` on line {wrapped.lineno} wraps a model that was not moved to {other}"], report.family.change.format(line=line, subject=subject, device="", other=other)
+        subject = f"`model.to(\"{other}\")`"
+        return [], report.family.change.format(line=line, subject=subject, device="", other=other)
+    try:
+        return [], report.family.change.format(line=line, subject=subject or "", device="", other="")
+    except (KeyError, IndexError):
+        return [], None
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+
+Loader = Callable[[Path], FileFacts]
+
+
+def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
+    """Map one report to a local file and line, and explain it."""
+    result = Explained(report)
+    frames = list(report.frames)
+    if frames:
+        result.inner = frames[-1]
+    mapped = [index.map(frame) for frame in reversed(frames)]  # innermost first
+    user = [m for m in mapped if m.path is not None]
+    problems = [m for m in mapped if m.problem]
+    stale = [m for m in user if m.problem == "stale"]
+    if stale:
+        m = stale[0]
+        result.frame, result.path, result.line, result.status = m.frame, m.path, m.frame.line, "stale"
+        current = index.line(m.path, m.frame.line).strip()
+        shown = f"the log shows `{_short(m.frame.source or '', 70)}`, the file has `{_short(current, 70) or '(no such line)'}`"
+        moved = index.find(m.path, m.frame.source or "")
+        if moved:
+            result.problem = (
+                f"line {m.frame.line} of {m.path.as_posix()} changed since the error: {shown} (now line {moved}); "
+                "nothing fixed (run the code again for a fresh traceback)"
+            )
+        else:
+            result.problem = (
+                f"line {m.frame.line} of {m.path.as_posix()} is not the line the log shows: {shown}; the file changed since "
+                "the error, or another file of that name ran; nothing fixed"
+            )
+        return result
+    if not user:
+        result.status = "unmapped"
+        if problems:
+            result.status, result.problem = ("stale" if problems[0].problem.startswith("stale") else "ambiguous"), problems[0].problem
+            result.frame = problems[0].frame
+        elif not frames:
+            result.problem = "the log has no traceback for this error, only its message: paste the whole traceback"
+        else:
+            cells = [f for f in frames if f.cell]
+            result.frame = cells[-1] if cells else frames[-1]
+            if cells:
+                result.problem = (
+                    f"the failing line is in a notebook cell ({cells[-1].path}, line {cells[-1].line}"
+                    + (f": `{_short(cells[-1].source)}`" if cells[-1].source else "")
+                    + "); --traceback maps .py files only (fixdev --diff NOTEBOOK.ipynb shows the notebook's own findings)"
+                )
+            else:
+                result.problem = f"no frame of the traceback is in a file under PATH (innermost: {frames[-1].path}, line {frames[-1].line})"
+        _explain_unmapped(result)
+        return result
+
+    family = report.family
+    chosen: Mapped | None = None
+    chosen_facts: FileFacts | None = None
+    for m in user:
+        facts = load(m.path)
+        if facts.error:
+            result.frame, result.path, result.line = m.frame, m.path, m.frame.line
+            result.status, result.problem = "error", f"{m.path.as_posix()}: error: {facts.error}"
+            return result
+        kept = related_findings(facts, m.frame.line, family.codes, family.group)
+        at_line = [f for f in kept if facts.line_of(f.start) <= m.frame.line <= facts.line_of(max(f.start, f.end - 1))] if family.group != "cuda-only" else kept
+        if kept and (family.group != "cuda-only" or at_line):
+            chosen, chosen_facts = m, facts
+            result.findings = kept
+            break
+        if chosen is None:
+            chosen, chosen_facts = m, facts  # the innermost, unless an outer frame explains more
+            statement = _statement_at(facts.flow, m.frame.line)
+            if statement is not None and _explain(report, facts, statement, m.frame.line)[2]:
+                chosen = None  # the value came in as a parameter: read the caller
+                continue
+            break
+    if chosen is None:  # walked out of every frame: explain at the innermost
+        chosen = user[0]
+        chosen_facts = load(chosen.path)
+    result.frame, result.path, result.line = chosen.frame, chosen.path, chosen.frame.line
+    statement = _statement_at(chosen_facts.flow, chosen.frame.line)
+    if statement is not None:
+        why, change, _ = _explain(report, chosen_facts, statement, chosen.frame.line)
+        result.why.extend(why)
+        result.change = change
+    inner_user = user[0]
+    if inner_user is not chosen:
+        result.why.append(f"the error is raised in `{inner_user.frame.function or '?'}` ({inner_user.path.as_posix()}:{inner_user.frame.line}), called from here")
+    if family.group == "cuda-only" and len(result.findings) > 1:
+        together = "both are" if len(result.findings) == 2 else f"all {len(result.findings)} are"
+        result.why.append(f"every line of {chosen.path.as_posix()} that asks for it fails the same way, one after the other: {together} fixed together")
+    result.status = "fixable" if any(f.fix for f in result.findings) else "explained"
+    return result
+
+
+def _explain_unmapped(result: Explained) -> None:
+    """What to change, from the failing line the log prints alone (a
+    notebook cell, a file not under PATH): no analysis, only the message."""
+    frame, report = result.frame, result.report
+    if frame is None or not frame.source:
+        return
+    try:
+        tree = ast.parse(frame.source.strip())
+    except SyntaxError:
+        return
+    where = f"{'in that cell ' if frame.cell else ''}on line {frame.line}"
+    roles = report.roles()
+    if report.family.name == "input-weight" and _is_host(roles.get("input")):
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args and not isinstance(n.func, ast.Attribute)]
+        if calls:
+            argument = ast.unparse(calls[0].args[0])
+            result.change = f"move `{argument}` to the model's device {where}: `{argument}.to(device)`"
+    elif report.family.group == "cuda-only":
+        result.change = f'choose the device at run time {where}: `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` and `.to(device)`'
+    elif report.family.name == "numpy":
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy"]
+        if calls:
+            receiver = ast.unparse(calls[0].func.value)
+            result.change = f"copy it to the host first {where}: `{receiver}.detach().cpu().numpy()`"
+
+
