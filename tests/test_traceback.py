@@ -274,6 +274,31 @@ def test_seed_program_traceback_gives_the_rules_fixes(tmp_path):
     assert (by_log / "robust_trainer.py").read_text() != PROGRAM.read_text()
 
 
+def test_real_tracebacks_of_this_cpu_only_torch(tmp_path):
+    """Not a log written by hand: the not_compiled case's program and a legacy
+    CUDA tensor type, run here (CPU-only torch), fail with torch's own text,
+    and that output, piped in, is explained and fixed."""
+    import subprocess
+
+    pytest.importorskip("torch")
+    case = copy_case(CASES_DIR / "not_compiled", tmp_path)
+    run = subprocess.run([sys.executable, "train.py"], cwd=case, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and run.stderr.rstrip().endswith("AssertionError: Torch not compiled with CUDA enabled"), run.stderr
+    result = fixdev_in(case, "--no-cache", "--traceback", "-", "--diff", stdin=run.stderr.encode())
+    assert result.returncode == 1, result.stderr.decode()
+    assert "train.py:15: AssertionError: Torch not compiled with CUDA enabled" in result.stderr.decode()
+    assert diff_lines(result.stdout.decode()) == set(spec_of(CASES_DIR / "not_compiled")["fix_lines"])
+
+    (tmp_path / "legacy.py").write_text("import torch\n\nweights = torch.cuda.FloatTensor(3, 4)\n")
+    run = subprocess.run([sys.executable, "legacy.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "type torch.cuda.FloatTensor not available" in run.stderr
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "-", "--diff", "legacy.py", stdin=run.stderr.encode())
+    err = result.stderr.decode()
+    assert "legacy.py:3: TypeError: type torch.cuda.FloatTensor not available" in err
+    assert "the code makes a `torch.cuda.FloatTensor`" in err
+    assert "fix: FDV110 [legacy-tensor-type]" in err and 3 in diff_lines(result.stdout.decode())
+
+
 def test_a_traceback_run_never_imports_torch(tmp_path):
     case = copy_case(CASES_DIR / "library_frames", tmp_path)
     script = (
