@@ -246,8 +246,19 @@ class CellIndex:
     def __init__(self, code: str) -> None:
         self.code = code
         self.lines = LineIndex(code)
-        self.marks = [(self.lines.position(m.end())[0], int(m.group(1))) for m in _SEPARATOR.finditer(code)]
+        found = list(_SEPARATOR.finditer(code))
+        self.marks = [(self.lines.position(m.end())[0], int(m.group(1))) for m in found]
         self._first_lines = [line for line, _ in self.marks]
+        # Where a cell's added line break ends: a point the cell itself lacks.
+        self._added_ends = {found[i + 1].start() if i + 1 < len(found) else len(code) for i, m in enumerate(found) if m.group(2)}
+
+    def edit(self, start: int, end: int, content: str) -> tuple[int, int, str]:
+        """An edit of the joined program as one of its cell: an insertion after
+        a last line that has no line break (a definition added after the
+        imports) goes at the end of that line, its line break first."""
+        if start == end and start in self._added_ends and content.endswith("\n"):
+            return start - 1, end - 1, "\n" + content[:-1]
+        return start, end, content
 
     def locate(self, offset: int) -> tuple[int, int, int]:
         line, column = self.lines.position(offset)

@@ -82,6 +82,10 @@ def _location(index: LineIndex | CellIndex, offset: int) -> dict[str, int]:
     return {"row": row, "column": column}
 
 
+def _edit(index: LineIndex | CellIndex, edit) -> tuple[int, int, str]:
+    return index.edit(edit.start, edit.end, edit.content) if isinstance(index, CellIndex) else (edit.start, edit.end, edit.content)
+
+
 def where(path: Path, index: LineIndex | CellIndex, offset: int) -> str:
     """``path:row:column``, or ``path:cell N:row:column`` in a notebook (as Ruff writes it)."""
     if isinstance(index, CellIndex):
@@ -147,8 +151,8 @@ def as_json(results: Iterable[FileResult]) -> list[dict[str, Any]]:
                     "message": finding.fix.message,
                     "applied": fixed,
                     "edits": [
-                        {"content": e.content, "location": _location(idx, e.start), "end_location": _location(idx, e.end)}
-                        for e in finding.fix.edits
+                        {"content": content, "location": _location(idx, start), "end_location": _location(idx, end)}
+                        for start, end, content in (_edit(idx, e) for e in finding.fix.edits)
                     ],
                 }
             item = {

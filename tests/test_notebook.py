@@ -165,6 +165,25 @@ def test_json_sarif_and_github_name_the_cell(tmp_path):
     assert location["properties"] == {"cell": 4} and location["region"]["startLine"] == 2
 
 
+@pytest.mark.parametrize("case", ["training_loop", "device_in_earlier_cell", "syntax_error_cell"])
+def test_json_edits_applied_to_the_cells_give_the_fixed_notebook(tmp_path, case):
+    """A tool that applies the JSON fixes to the cells' sources gets what
+    --apply writes (an insertion after a last line without a line break goes
+    at the end of that line)."""
+    before = NOTEBOOKS / f"{case}.before.ipynb"
+    shutil.copyfile(before, tmp_path / "nb.ipynb")
+    items = json.loads(run_fixdev("--diff", "--no-cache", "--output-format", "json", "nb.ipynb", cwd=tmp_path).stdout)
+    sources = _sources(before)
+    edits = {(e["location"]["cell"], e["location"]["row"], e["location"]["column"], e["end_location"]["row"], e["end_location"]["column"], e["content"])
+             for item in items if item["fix"] and item["fix"]["applied"] for e in item["fix"]["edits"]}
+    for cell, row, column, end_row, end_column, content in sorted(edits, reverse=True):
+        lines = sources[cell - 1].split("\n")
+        start = sum(len(line) + 1 for line in lines[: row - 1]) + column - 1
+        end = sum(len(line) + 1 for line in lines[: end_row - 1]) + end_column - 1
+        sources[cell - 1] = sources[cell - 1][:start] + content + sources[cell - 1][end:]
+    assert sources == _sources(_after(before))
+
+
 def test_definition_goes_into_the_first_cell_that_imports_torch(tmp_path):
     path = _notebook(tmp_path, [
         ("code", "import numpy as np"),
