@@ -325,7 +325,8 @@ class HardCodedCuda(Rule):
     Finds a device chosen as `"cuda"` with no fallback, and calls that need
     CUDA, outside any check that CUDA is there:
     `device = "cuda"`, `device = torch.device("cuda")`, a `device="cuda"`
-    parameter default or `add_argument("--device", default="cuda")`, a
+    parameter default, `add_argument("--device", default="cuda")` or
+    `torch.set_default_device("cuda")`, a
     `.to("cuda")` or a torch factory's `device="cuda"`, and
     `torch.cuda.synchronize()` / `torch.cuda.set_device(0)`.
     Where a device is chosen (an assignment, a default, `torch.device(...)`),
@@ -441,6 +442,8 @@ class HardCodedCuda(Rule):
                 self._use(call, parent, node, literal)
             elif parent.keyword is not None and parent.keyword.value == "default" and self._device_option(call):
                 self._choice(node, call)
+            elif parent is call.args[0] and "torch.set_default_device" in self.qualified_names(call.func):
+                self._choice(node, call, torch_prefix(self, call.func))
         elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
             self._assignment(parent, node)
         elif isinstance(parent, cst.Param) and parent.default is node and _is_device_name(parent.name.value):

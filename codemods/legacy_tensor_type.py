@@ -142,6 +142,8 @@ class LegacyTensorType(Rule):
             "import torch\ndef sample(mu):\n    return torch.empty(mu.size(0), 8, dtype=torch.float32, device=mu.device).normal_()\n",
         ),
         Invalid("import torch\ndef wrap(t):\n    return torch.cuda.FloatTensor(t)\n", None),
+        # a NumPy shape is a plain tuple: the legacy constructor reads it as data
+        Invalid("import numpy as np\nimport torch\na = np.zeros((2, 3))\nb = torch.cuda.FloatTensor(a.shape)\n", None),
     ]
 
     # -- direct uses --------------------------------------------------------------
@@ -210,7 +212,7 @@ class LegacyTensorType(Rule):
             return [*edits, Edit(start, end, text)], f"Use `.to({device_text}, {torch}.{dtype})`"
         kind = self._arguments(call)
         if kind is None:
-            return f"Legacy `{legacy}` of an existing tensor or array may share its memory: rewrite it by hand"
+            return f"Legacy `{legacy}` of something not shown to be sizes or new data (an existing tensor or array may share its memory): rewrite it by hand"
         factory = "empty" if kind == "sizes" else "tensor"
         args = list(call.args) if call.args else [cst.Arg(cst.Integer("0"))]
         new = call.with_changes(func=cst.parse_expression(f"{torch}.{factory}"), args=args)
@@ -242,11 +244,15 @@ class LegacyTensorType(Rule):
 
     def _is_size(self, value: cst.BaseExpression) -> bool:
         """An int or a shape, as the code shows: a literal, ``x.size(...)``,
-        ``x.shape``, ``len(...)``, ``torch.Size(...)``, or arithmetic of them."""
+        ``x.shape[i]``, ``len(...)``, ``torch.Size(...)``, a tensor's
+        ``x.shape``, or arithmetic of ints. (A NumPy array's ``a.shape`` is a
+        plain tuple, which the legacy constructor reads as data.)"""
         if isinstance(value, cst.Integer):
             return True
         if isinstance(value, cst.Attribute):
-            return value.attr.value == "shape"
+            return value.attr.value == "shape" and self._is_tensor(value.value)
+        if isinstance(value, cst.Subscript) and self._shape(value.value) and len(value.slice) == 1:
+            return isinstance(value.slice[0].slice, cst.Index)  # one dimension: an int
         if isinstance(value, cst.Call):
             name = analysis.last_name(value.func)
             if name == "size" and isinstance(value.func, cst.Attribute):
@@ -255,6 +261,11 @@ class LegacyTensorType(Rule):
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide)):
             return self._is_size(value.left) and self._is_size(value.right) and not self._shape(value.left) and not self._shape(value.right)
         return False
+
+    def _is_tensor(self, value: cst.BaseExpression) -> bool:
+        flow = analysis.flow_of(self)
+        node = flow.node_at(*self.span(value))
+        return node is not None and flow.what(node) is What.TENSOR
 
     @staticmethod
     def _shape(value: cst.BaseExpression) -> bool:
