@@ -5,8 +5,9 @@ functions return (issue 11: a project function that returns
 ``Project(paths)`` is made once per run from the run's paths, without reading
 them: which file each module name an import may use means. ``pkg/mod.py`` is
 ``pkg.mod`` (up through folders with an ``__init__.py``, and relative to the
-folder fixdev runs from); a bare ``mod`` is the importing file's sibling
-``mod.py``, as for a script run from its folder (``from model import Net``);
+folder fixdev runs from); a bare ``mod`` is also a script's sibling
+``mod.py``, as for a script run from its folder (``from model import Net``;
+not for a module inside a package, whose absolute imports skip its folder);
 ``from .mod import f`` is found from the importing file. A name two files
 could provide means none.
 
@@ -66,12 +67,13 @@ class Project:
             for name in _module_names(path, root_text, self.files, packages):
                 found.setdefault(name, set()).add(path)
         self.modules = {name: frozenset(paths) for name, paths in found.items()}
+        self._packages = packages
         self._facts: dict[tuple, tuple | None] = {}
         self._summaries: dict[str, _Summary] = {}
 
     def __getstate__(self) -> dict:
         # Workers get the index only: the facts are made (or read) again where asked.
-        return {"files": self.files, "modules": self.modules, "use_cache": self.use_cache}
+        return {"files": self.files, "modules": self.modules, "use_cache": self.use_cache, "_packages": self._packages}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -111,10 +113,15 @@ class Project:
                 base = os.path.dirname(base)
             candidates = self._at(base, dotted)
         else:
-            candidates = self._at(base, dotted) | self.modules.get(dotted, frozenset())
+            candidates = set(self.modules.get(dotted, ()))
+            if not self._in_package(base):  # a script's folder comes first on sys.path; a package module's does not
+                candidates |= self._at(base, dotted)
         if len(candidates) > 1:
             return _AMBIGUOUS
         return next(iter(candidates)) if candidates else None
+
+    def _in_package(self, folder: str) -> bool:
+        return _is_package(folder, self.files, self._packages)
 
     def _at(self, base: str, dotted: str) -> set:
         where = os.path.join(base, *dotted.split(".")) if dotted else base

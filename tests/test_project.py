@@ -113,6 +113,14 @@ def test_names_two_files_could_provide_stay_unknown(tmp_path, fixdev):
     assert len(concise(fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", "app", cwd=tmp_path))) == 2
 
 
+def test_a_package_module_does_not_import_its_siblings_by_bare_name(tmp_path, fixdev):
+    # inside a package, `from data import ...` is a top-level `data` (absolute import), not pkg/data.py
+    project(tmp_path, {"pkg/__init__.py": "", "pkg/data.py": DATA, "pkg/train.py": TRAIN})
+    assert concise(fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", ".", cwd=tmp_path)) == []
+    (tmp_path / "pkg/__init__.py").unlink()  # a folder of scripts: the sibling is meant
+    assert len(concise(fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV107", ".", cwd=tmp_path))) == 2
+
+
 @pytest.mark.parametrize(
     "rebinding",
     [
