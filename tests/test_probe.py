@@ -137,13 +137,14 @@ def _pytest(folder: Path, *args: str, env: dict | None = None) -> subprocess.Com
     """pytest as a user's CI runs it. An installed fixdev registers the plugin
     through its pytest11 entry point; a checkout installed before the entry
     point existed needs -p (both at once would register it twice)."""
-    from importlib.metadata import entry_points
-
-    installed = any(ep.value == "fixdev.pytest_plugin" for ep in entry_points(group="pytest11"))
+    env = {**os.environ, **(env or {})}
+    ask = "from importlib.metadata import entry_points as e; print(any(p.value == 'fixdev.pytest_plugin' for p in e(group='pytest11')))"
+    # asked where pytest will run: this process may see the checkout's own metadata
+    installed = subprocess.run([sys.executable, "-c", ask], cwd=folder, capture_output=True, text=True, env=env, timeout=120).stdout.strip() == "True"
     plugin = [] if installed else ["-p", "fixdev.pytest_plugin"]
     return subprocess.run(
         [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-q", *args],
-        cwd=folder, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})},
+        cwd=folder, capture_output=True, text=True, timeout=600, env=env,
     )
 
 
@@ -154,7 +155,7 @@ def test_fixture_fails_where_a_gpu_would_and_passes_after_the_fix(tmp_path, tool
     before = _pytest(tmp_path)
     assert before.returncode == 1, before.stdout
     out = before.stdout
-    assert "1 failed, 1 passed" in out
+    assert "1 failed, 1 passed" in out, out
     # the shown traceback ends at the user's line, not in the fake device
     report = out[out.index("test_train_step_on_gpu") : out.index("- fixdev -")]
     assert ">           x = x + noise" in report and "\nrobust_trainer.py:31: RuntimeError" in report
