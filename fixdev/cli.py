@@ -309,7 +309,7 @@ def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], m
             data = Path(log).read_bytes()
         except OSError as exc:
             _fail(f"cannot read the log {log}: {exc.strerror or exc}")
-    text = data.decode("utf-8", "replace")
+    text = tracebacks.decode_log(data)
     return tracebacks.run(text, paths or [Path(".")], mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo, excludes)
 
 

@@ -269,6 +269,14 @@ _PYTEST_SOURCE = re.compile(r"^>\s+(?P<code>.*)$")
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 
 
+def decode_log(data: bytes) -> str:
+    """A log's text: UTF-8 (a BOM dropped), or UTF-16 with its BOM, as
+    PowerShell's ``2> error.log`` writes it; undecodable bytes replaced."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", "replace")
+    return data.decode("utf-8-sig", "replace")
+
+
 def clean(text: str) -> list[str]:
     """The log as a terminal shows it: no colours, no CI timestamps, a line
     rewritten with carriage returns (progress bars) read as its last state."""

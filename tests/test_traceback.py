@@ -205,6 +205,23 @@ def test_paths_narrow_where_the_frames_may_point(tmp_path):
     assert elsewhere.returncode == 2 and "src/rank_utils: error:" in elsewhere.stderr.decode()
 
 
+def test_a_powershell_log_and_two_files_the_frame_could_be(tmp_path):
+    """PowerShell writes `2> error.log` as UTF-16. Two local files end like
+    the log's path and hold its line: which one ran cannot be told, so
+    nothing is fixed and the user is asked to name it."""
+    case = copy_case(CASES_DIR / "same_device_factory", tmp_path)
+    (case / "error.log").write_bytes((case / "error.log").read_text().encode("utf-16"))
+    copy = case / "old"
+    copy.mkdir()
+    shutil.copyfile(case / "model.py", copy / "model.py")
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    err = result.stderr.decode()
+    assert result.returncode == 2 and result.stdout == b"", err
+    assert "ambiguous: /data/users/kim/fusion/model.py could be" in err and "pass the one you mean as PATH" in err
+    chosen = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "model.py")
+    assert chosen.returncode == 1 and chosen.stdout.decode().startswith("--- a/model.py")
+
+
 def test_unrecognised_log_exits_2_naming_the_families(tmp_path):
     result = run_fixdev("--traceback", str(CASES_DIR / "unrecognised" / "error.log"), "--diff", cwd=tmp_path)
     err = result.stderr.decode()
