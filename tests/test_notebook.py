@@ -108,10 +108,8 @@ def test_written_notebook_is_valid_and_only_sources_changed(before):
 
 def test_fixtures_cover_every_rule_forms_and_layouts():
     """Each rule at least once in a notebook, both source forms, both indents."""
-    found = set()
-    for before in CASES:
-        result = run_fixdev("--check", "--no-cache", "--output-format", "json", before.name, cwd=NOTEBOOKS)
-        found |= {item["code"] for item in json.loads(result.stdout)}
+    result = run_fixdev("--check", "--no-cache", "--output-format", "json", *[before.name for before in CASES], cwd=NOTEBOOKS)
+    found = {item["code"] for item in json.loads(result.stdout)}
     assert found >= {f"FDV1{n:02}" for n in range(1, 13)}
     texts = [p.read_text(encoding="utf-8") for p in CASES]
     assert any('\n "cells"' in t for t in texts) and any('\n  "cells"' in t for t in texts)
