@@ -248,6 +248,10 @@ text = '''
 '''
 values = (1,
           2)
+w = (2
+     % x.cuda())
+v = 2 \\
+    % x.cuda()
 for i in range(2):
     %time y = x.cuda()
     !echo {i}
@@ -259,7 +263,9 @@ def test_ipython_syntax_is_masked_and_kept_byte_for_byte(tmp_path):
     path = _notebook(tmp_path, [("code", "import torch\nx = torch.ones(2)"), ("code", IPYTHON_CELL)])
     result = run_fixdev("--apply", "--no-cache", "nb.ipynb", cwd=tmp_path)
     assert result.returncode == 0, result.stderr.decode()
-    expected = IPYTHON_CELL.replace("z = x.cuda()", "z = x.to(device)")
+    # Lines that go on a bracket or a backslash are Python, even starting with '%'.
+    expected = IPYTHON_CELL.replace("z = x.cuda()", "z = x.to(device)").replace("% x.cuda()", "% x.to(device)")
+    assert expected.count("x.to(device)") == 3
     assert _sources(path)[1] == expected
     assert "text = '''\n%not a magic" in expected  # the string's lines were Python, left as they were
     assert unmask(mask(IPYTHON_CELL)) == IPYTHON_CELL
