@@ -470,6 +470,9 @@ def _unknown_words(helper: _Facts, node: ast.expr, unknown: list, plural: bool =
         return f"it is the parameter `{param}`, which comes from the caller"
     they = "they are" if plural else "it is"
     binding = _binding_before(helper, node)
+    if isinstance(binding, (ast.For, ast.AsyncFor)):
+        header = f"for {_source(helper.flow, binding.target)} in {_source(helper.flow, binding.iter)}"
+        return f"fixdev cannot see where {they} made (`{_short(header)}`, line {binding.lineno})"
     if binding is not None:
         return f"fixdev cannot see where {they} made (`{_short(_source(helper.flow, binding))}`, line {binding.lineno})"
     return f"fixdev cannot see where {they} made"
@@ -483,14 +486,12 @@ def _binding_before(helper: _Facts, node: ast.expr) -> ast.stmt | None:
     scope = helper.function_of(node) or helper.flow.tree
     found = None
     for statement in ast.walk(scope):
-        if not isinstance(statement, (ast.Assign, ast.For, ast.AnnAssign, ast.AugAssign)) or statement.lineno >= node.lineno:
+        if not isinstance(statement, (ast.Assign, ast.For, ast.AsyncFor, ast.AnnAssign, ast.AugAssign)) or statement.lineno >= node.lineno:
             continue
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
         if any(isinstance(n, ast.Name) and n.id == node.id for target in targets for n in ast.walk(target)):
             if found is None or statement.lineno > found.lineno:
                 found = statement
-    if isinstance(found, ast.For):
-        return None  # its header is the binding; a loop's body is not what made it
     return found
 
 
@@ -717,9 +718,11 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
         _explain_unmapped(result)
         return result
 
+    # The innermost user frame, unless no finding explains it there and the
+    # caller is where to look: the value came in as a parameter (a
+    # mismatch), or the code that asks for CUDA is further out.
     family = report.family
     chosen: Mapped | None = None
-    chosen_facts: FileFacts | None = None
     for m in user:
         facts = load(m.path)
         if facts.error:
@@ -727,21 +730,17 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
             result.status, result.problem = "error", f"{m.path.as_posix()}: error: {facts.error}"
             return result
         kept = related_findings(facts, m.frame.line, family.codes, family.group)
-        at_line = [f for f in kept if facts.line_of(f.start) <= m.frame.line <= facts.line_of(max(f.start, f.end - 1))] if family.group != "cuda-only" else kept
-        if kept and (family.group != "cuda-only" or at_line):
-            chosen, chosen_facts = m, facts
-            result.findings = kept
+        if kept:
+            chosen, result.findings = m, kept
             break
-        if chosen is None:
-            chosen, chosen_facts = m, facts  # the innermost, unless an outer frame explains more
+        if family.group != "cuda-only":
             statement = _statement_at(facts.flow, m.frame.line)
-            if statement is not None and _explain(report, facts, statement, m.frame.line)[2]:
-                chosen = None  # the value came in as a parameter: read the caller
-                continue
-            break
-    if chosen is None:  # walked out of every frame: explain at the innermost
-        chosen = user[0]
-        chosen_facts = load(chosen.path)
+            if statement is None or not _explain(report, facts, statement, m.frame.line)[2]:
+                chosen = m  # the frame where the value did not come from a caller
+                break
+    if chosen is None:  # no frame explained further out: what the innermost does
+        chosen = user[0] if family.group == "cuda-only" else user[-1]
+    chosen_facts = load(chosen.path)
     result.frame, result.path, result.line = chosen.frame, chosen.path, chosen.frame.line
     statement = _statement_at(chosen_facts.flow, chosen.frame.line)
     if statement is not None:
