@@ -197,18 +197,24 @@ class FactoryDevice(Rule):
         of the same namespace that all name one device (``f(xp.asarray([i]),
         xp.arange(n, device=dev))``): that device's text. The arguments of one
         call are meant to be used together, and the code says where."""
+        if analysis.keyword(node, "device") is not None:
+            return None
         arg = analysis.of(self).parent(node)
         outer = analysis.of(self).parent(arg) if isinstance(arg, cst.Arg) else None
-        namespace = self._namespace(node)
-        if not isinstance(outer, cst.Call) or namespace is None or analysis.keyword(node, "device") is not None:
+        if not isinstance(outer, cst.Call):
             return None
-        devices = set()
-        for other in outer.args:
-            if other is arg or not isinstance(other.value, cst.Call) or self._namespace(other.value) != namespace:
-                continue
-            device = analysis.keyword(other.value, "device")
-            if device is not None:
-                devices.add(self.code_of(device.value))
+        # syntax first: names are resolved only for calls beside a device= sibling
+        placed = [
+            other.value
+            for other in outer.args
+            if other is not arg and isinstance(other.value, cst.Call) and analysis.keyword(other.value, "device") is not None
+        ]
+        if not placed:
+            return None
+        namespace = self._namespace(node)
+        if namespace is None:
+            return None
+        devices = {self.code_of(analysis.keyword(call, "device").value) for call in placed if self._namespace(call) == namespace}
         return devices.pop() if len(devices) == 1 else None
 
     def visit_Call(self, node: cst.Call) -> None:
