@@ -131,10 +131,10 @@ class ConstantBuffer(Rule):
         super_end = self._super_init_end(init)
         if super_end is None:
             return
-        assignments = _assignments(node)
+        assignments = _assignments(facts, node)
         in_init = {name for name, found in assignments.items() if any(facts.enclosing(a, cst.FunctionDef) is init for a in found)}
         for method in (init, *self._helpers_of_init(node, init, super_end)):
-            for statement in _own_self_assignments(facts, method):
+            for statement in _own_self_assignments(facts, node, method):
                 if method is init and facts.start(statement) < super_end:
                     continue
                 name = statement.targets[0].target.attr.value
@@ -214,25 +214,52 @@ def _forward_reads(cls: cst.ClassDef, name: str) -> bool:
     return forward is not None and bool(m.findall(forward.body, m.Attribute(value=m.Name("self"), attr=m.Name(name))))
 
 
-def _own_self_assignments(facts: "analysis.FileAnalysis", method: cst.FunctionDef) -> list[cst.Assign]:
+def _setters_by_class(facts: "analysis.FileAnalysis") -> dict[cst.ClassDef, list[cst.CSTNode]]:
+    """Assignments and ``setattr(...)`` calls of the file, under the class
+    they are in: one pass over the file's node list instead of a matcher
+    walk per class (matchers cost far more per node)."""
+    if "setters_by_class" not in facts.shared:
+        by_class: dict[cst.ClassDef, list[cst.CSTNode]] = {}
+        for node in facts.index_order():
+            kind = type(node)
+            if kind in (cst.Assign, cst.AugAssign, cst.AnnAssign) or (kind is cst.Call and type(node.func) is cst.Name and node.func.value == "setattr"):
+                cls = facts.enclosing(node, cst.ClassDef)
+                if cls is not None:
+                    by_class.setdefault(cls, []).append(node)
+        facts.shared["setters_by_class"] = by_class
+    return facts.shared["setters_by_class"]
+
+
+def _own_self_assignments(facts: "analysis.FileAnalysis", cls: cst.ClassDef, method: cst.FunctionDef) -> list[cst.Assign]:
     """``self.NAME = value`` statements of ``method`` itself (not of functions
     nested in it), one target each."""
-    found = m.findall(method.body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))]))
-    return [a for a in found if facts.enclosing(a, cst.FunctionDef) is method]
+    return [
+        node
+        for node in _setters_by_class(facts).get(cls, ())
+        if type(node) is cst.Assign
+        and len(node.targets) == 1
+        and type(node.targets[0].target) is cst.Attribute
+        and type(node.targets[0].target.value) is cst.Name
+        and node.targets[0].target.value.value == "self"
+        and facts.enclosing(node, cst.FunctionDef) is method
+    ]
 
 
-def _assignments(cls: cst.ClassDef) -> dict[str, list[cst.CSTNode]]:
+def _assignments(facts: "analysis.FileAnalysis", cls: cst.ClassDef) -> dict[str, list[cst.CSTNode]]:
     """Every statement in the class that sets ``self.NAME``, per NAME: plain
     assignments, and augmented, annotated or unpacking ones and ``setattr``."""
     found: dict[str, list[cst.CSTNode]] = {}
     self_attr = m.Attribute(value=m.Name("self"))
-    for node in m.findall(cls.body, m.Assign() | m.AugAssign() | m.AnnAssign()):
+    setters = _setters_by_class(facts).get(cls, ())
+    for node in setters:
+        if type(node) is cst.Call:
+            continue
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
         plain = isinstance(node, cst.Assign) and len(targets) == 1 and m.matches(targets[0], self_attr)
         for target in targets:
             for attribute in m.findall(target, self_attr) if not m.matches(target, self_attr) else [target]:
                 found.setdefault(attribute.attr.value, []).append(node if plain else cst.Pass())
-    for call in m.findall(cls.body, m.Call(func=m.Name("setattr"))):
-        if len(call.args) >= 2 and isinstance(call.args[1].value, cst.SimpleString):
+    for call in setters:
+        if type(call) is cst.Call and len(call.args) >= 2 and isinstance(call.args[1].value, cst.SimpleString):
             found.setdefault(call.args[1].value.evaluated_value, []).append(cst.Pass())  # never rewrite what setattr also sets
     return found
