@@ -82,6 +82,11 @@ class LegacyTensorType(Rule):
     real_imgs = imgs.to(device, torch.float32)
     ```
 
+    Also `t.type(x.type())` on a tensor: on a GPU `x.type()` is
+    `"torch.cuda.FloatTensor"`, which lands on the current CUDA device rather
+    than on `x`'s (a second GPU, DataParallel replicas); it becomes `t.to(x)`,
+    which takes `x`'s dtype and device.
+
     ## Fix safety
     The dtype is kept exactly (`torch.Tensor` in an alias's CPU branch is the
     default dtype, float32, unless the file changes it; then the alias is
@@ -108,7 +113,7 @@ class LegacyTensorType(Rule):
     name = "legacy-tensor-type"
     group = "cuda-only"
     message = "Legacy `torch.cuda.*Tensor` type: CUDA-only; use a factory with `dtype=` and `device=`"
-    trigger = r"cuda\s*\.\s*\w*Tensor\b|from\s+torch\.cuda\s+import"
+    trigger = r"cuda\s*\.\s*\w*Tensor\b|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)"
 
     VALID = [
         "import torch\nx = torch.FloatTensor(3, 4)\n",
@@ -142,6 +147,10 @@ class LegacyTensorType(Rule):
             "import torch\ndef sample(mu):\n    return torch.empty(mu.size(0), 8, dtype=torch.float32, device=mu.device).normal_()\n",
         ),
         Invalid("import torch\ndef wrap(t):\n    return torch.cuda.FloatTensor(t)\n", None),
+        Invalid(
+            "import torch\ndef target(input):\n    return torch.tensor(1.0).type(input.type()).expand_as(input)\n",
+            "import torch\ndef target(input):\n    return torch.tensor(1.0).to(input).expand_as(input)\n",
+        ),
         # a NumPy shape is a plain tuple: the legacy constructor reads it as data
         Invalid("import numpy as np\nimport torch\na = np.zeros((2, 3))\nb = torch.cuda.FloatTensor(a.shape)\n", None),
     ]
@@ -154,6 +163,8 @@ class LegacyTensorType(Rule):
             self._direct(node, node, legacy, torch_prefix(self, node.func.value) if isinstance(node.func, cst.Attribute) else None)
             return
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "type" and node.args:
+            if self._type_of_another(node):
+                return
             legacy = self._cuda_type(node.args[0].value)
             if legacy is not None and node.args[0].keyword is None:
                 self._direct(node, node, legacy, self._torch_of(node.args[0].value))
@@ -161,6 +172,30 @@ class LegacyTensorType(Rule):
         if legacy is None and analysis.last_name(node.func) == "set_default_tensor_type" and node.args:
             if self._cuda_type(node.args[0].value) and not guarded(analysis.of(self), node):
                 self.report(node, "`set_default_tensor_type` with a CUDA type is CUDA-only; use `torch.set_default_device`")
+
+    def _type_of_another(self, node: cst.Call) -> bool:
+        """``t.type(x.type())`` on a tensor ``t``: the type name of ``x`` on a
+        GPU is ``torch.cuda.FloatTensor``, which casts to the *current* CUDA
+        device, not to ``x``'s; ``t.to(x)`` takes ``x``'s dtype and device."""
+        (arg,) = node.args if len(node.args) == 1 else (None,)
+        if arg is None or arg.keyword is not None or arg.star:
+            return False
+        named = arg.value
+        if not (isinstance(named, cst.Call) and not named.args and isinstance(named.func, cst.Attribute) and named.func.attr.value == "type"):
+            return False
+        flow = analysis.flow_of(self)
+        receiver = flow.node_at(*self.span(node.func.value))
+        if receiver is None or flow.what(receiver) is not What.TENSOR:
+            return False  # a module's .type() also casts integer buffers
+        other = self.code_of(named.func.value)
+        start, end = self.span(node.func.attr)[0], self.span(node)[1]
+        self.report(
+            node,
+            "`.type(x.type())` casts to the current CUDA device, not to `x`'s; `.to(x)` takes its dtype and device",
+            fix=[Edit(start, end, f"to({other})")],
+            fix_message=f"Use `.to({other})`",
+        )
+        return True
 
     def _cuda_type(self, node: cst.BaseExpression) -> str | None:
         """``FloatTensor`` for ``torch.cuda.FloatTensor`` (or its string)."""
