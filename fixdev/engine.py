@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import libcst as cst
 
 from .findings import Edit, Finding, apply_edits
+from .registry import load
 from .rule import CharSpanProvider, Rule, RuleContext
 from .source import LineIndex, SourceError, parseable_text
 
@@ -171,9 +172,10 @@ Approver = Callable[[str, Finding], bool]
 
 
 class Engine:
-    def __init__(self, rules: Sequence[type[Rule]], options: Mapping[str, Mapping[str, Any]] | None = None, ignored_codes: Iterable[str] = ()) -> None:
+    def __init__(self, rules: Sequence[Any], options: Mapping[str, Mapping[str, Any]] | None = None, ignored_codes: Iterable[str] = ()) -> None:
         ignored = set(ignored_codes)
-        self.rules = tuple(rule for rule in rules if rule.code not in ignored)
+        # Rules may come as classes or as registry table entries (RuleInfo).
+        self.rules = tuple(load(rule) for rule in rules if rule.code not in ignored)
         self.options = options or {}
 
     def lint(self, text: str, project: Any = None) -> list[Finding]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -92,6 +93,34 @@ def engine_for(settings: Settings, path: Path) -> "Engine":
     return _engines[key]
 
 
+_chosen: dict[Any, tuple] = {}
+
+
+def _might_interest(settings: Settings, path: Path, text: str) -> bool:
+    """Whether any rule that runs on ``path`` has a trigger ``text`` matches,
+    asked of the registry's table: no rule is imported to answer."""
+    ignored = frozenset(settings.ignored_for(path))
+    key = (settings, ignored)
+    if key not in _chosen:
+        _chosen[key] = tuple(rule for rule in settings.rules() if rule.code not in ignored)
+    return any(rule.might_match(text) for rule in _chosen[key])
+
+
+def _parses(text: str) -> bool:
+    """CPython's parser accepts ``text``, as the engine asks it (warnings
+    ignored). Any refusal goes to the engine, which words the error."""
+    import ast
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return False
+    return True
+
+
 def _selection(settings: Settings, path: Path) -> tuple:
     """Everything in the settings that decides which rules run on ``path``
     and how, as written: the rules themselves are covered by the cache's
@@ -112,8 +141,6 @@ def process_text(
     ``project``: facts about the run's files (``fixdev.codemods.project``),
     asked through ``for_file(path)``; what this file asked is kept with its
     cached result, which serves only while every answer stays the same."""
-    from .engine import FixConflictError
-
     result = FileResult(path, original=source.text, source=source)
     text, notebook = source.text, None
     if is_notebook(path):
@@ -142,12 +169,13 @@ def process_text(
                 return result
         if cache_only:
             return None
-        engine = engine_for(settings, path)
-        if mode is Mode.CHECK:
-            findings = engine.lint(text, facts)
+        if not _might_interest(settings, path, text) and _parses(text):
+            value: tuple = ([], [], [], None)  # what the engine gives such a file, without loading it
+        elif mode is Mode.CHECK:
+            findings = engine_for(settings, path).lint(text, facts)
             value = (findings, findings, [], None)
         else:
-            outcome = engine.fix(text, approve, facts)
+            outcome = engine_for(settings, path).fix(text, approve, facts)
             value = (outcome.remaining, outcome.remaining_in_original, outcome.applied, outcome.text if outcome.text != text else None)
         # --diff and --apply share cache entries: both placements are kept.
         if entry is not None:
@@ -162,13 +190,23 @@ def process_text(
         # (the words themselves were checked when read): said once per configuration.
         where = settings.source if settings is not None and settings.source is not None else "fixdev"
         result.error, result.error_is_config = f"{where}: error: with the command-line flags, {exc}", True
-    except (SourceError, FixConflictError) as exc:
+    except SourceError as exc:
         result.error = str(exc)
     except RecursionError:
         result.error = "code is nested too deeply to analyse"
     except Exception as exc:  # a bug in a rule must cost one file, not the run
-        result.error = f"internal error, file left unchanged ({type(exc).__name__}: {exc}); please report it"
+        if _is_fix_conflict(exc):
+            result.error = str(exc)
+        else:
+            result.error = f"internal error, file left unchanged ({type(exc).__name__}: {exc}); please report it"
     return result
+
+
+def _is_fix_conflict(exc: Exception) -> bool:
+    """The engine's FixConflictError, asked without importing the engine
+    (and libcst): only a loaded engine can have raised one."""
+    engine = sys.modules.get(f"{__package__}.engine")
+    return engine is not None and isinstance(exc, engine.FixConflictError)
 
 
 def _still_holds(used: Any, facts: Any) -> bool:

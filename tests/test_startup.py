@@ -1,0 +1,85 @@
+"""Start-up cost: a run over files no enabled rule's trigger matches loads
+neither libcst nor any rule body; the rules' metadata comes from the generated
+table ``fixdev/rule_table.py``, which must agree with the rules themselves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixdev import registry
+from fixdev.registry import RuleInfo, all_rules
+
+NO_TRIGGER = "import math\n\n\ndef area(r):\n    return math.pi * r * r\n"
+CUDA_CALL = "import torch\n\nx = torch.zeros(3).cuda()\n"
+
+
+def test_the_generated_table_is_current() -> None:
+    from fixdev import rule_table
+
+    stale = "fixdev/rule_table.py is stale: regenerate it with `python -m fixdev.registry`"
+    assert rule_table.FINGERPRINT == registry.rules_fingerprint(), stale
+    assert tuple(RuleInfo(*row) for row in rule_table.RULES) == tuple(RuleInfo.of(rule) for rule in all_rules()), stale
+
+
+def test_table_entries_load_their_rules_and_match_as_they_do() -> None:
+    texts = [NO_TRIGGER, CUDA_CALL, ""]
+    for rule in all_rules():
+        texts += [*rule.VALID, *(case.code for case in rule.INVALID)]
+    for info in registry.rule_infos():
+        rule = info.load()
+        assert (rule.code, rule.name) == (info.code, info.name)
+        assert [info.might_match(text) for text in texts] == [rule.might_match(text) for text in texts], info.code
+
+
+def _imported(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Runs fixdev in a fresh interpreter; returns the run and the modules it imported."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "fixdev", "--no-cache", *args], cwd=tmp_path, capture_output=True, text=True)
+    modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    return done, modules
+
+
+def _heavy(modules: set[str]) -> set[str]:
+    return {name for name in modules if name.split(".")[0] == "libcst" or name.startswith("fixdev.codemods.") and name != "fixdev.codemods.project"}
+
+
+def test_a_file_no_trigger_matches_loads_no_libcst_and_no_rule(tmp_path: Path) -> None:
+    (tmp_path / "plain.py").write_text(NO_TRIGGER)
+    done, modules = _imported(tmp_path, "--check", "plain.py")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "No device bugs found." in done.stderr
+    assert "fixdev.cli" in modules  # the measurement saw the run's imports
+    assert not _heavy(modules)
+
+
+def test_apply_on_such_a_file_changes_nothing_and_loads_nothing(tmp_path: Path) -> None:
+    (tmp_path / "plain.py").write_text(NO_TRIGGER)
+    done, modules = _imported(tmp_path, "--apply", "plain.py")
+    assert done.returncode == 0 and (tmp_path / "plain.py").read_text() == NO_TRIGGER
+    assert not _heavy(modules)
+
+
+def test_a_selection_whose_triggers_do_not_match_loads_nothing(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(CUDA_CALL)
+    done, modules = _imported(tmp_path, "--check", "--select", "load-map-location", "train.py")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not _heavy(modules)
+
+
+def test_a_file_a_trigger_matches_is_analysed(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(CUDA_CALL)
+    done, modules = _imported(tmp_path, "--check", "--output-format", "concise", "train.py")
+    assert done.returncode == 1
+    assert "FDV104" in done.stdout
+    assert "libcst" in modules
+
+
+@pytest.mark.parametrize("text, message", [("x = (\n", "'(' was never closed"), ("def f(:\n    pass\n", "syntax error at line 1")])
+def test_a_syntax_error_without_triggers_is_still_reported(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "broken.py").write_text(text)
+    done, _ = _imported(tmp_path, "--check", "broken.py")
+    assert done.returncode == 2
+    assert f"broken.py: error: " in done.stderr and message in done.stderr
