@@ -268,13 +268,14 @@ def _fact_of(value: "Value", parameters: frozenset, depth: int) -> tuple | None:
         return ("array",)
     if what is What.LOADER:
         return ("loader",) if value == _host_loader() else None
-    if what is What.BATCH and isinstance(value.parts, Parts) and depth < _MAX_DEPTH:
+    if what in (What.BATCH, What.UNKNOWN) and isinstance(value.parts, Parts) and depth < _MAX_DEPTH:
+        # a tuple, list or dict: a batch, or `return train_loader, test_loader`
         parts = value.parts
         items = tuple((key, _fact_of(part, parameters, depth + 1)) for key, part in parts.items)
         element = None if parts.elem is NOTHING else _fact_of(parts.elem, parameters, depth + 1)
         if element is None and not any(fact for _, fact in items):
             return None
-        return ("batch", items, element)
+        return ("parts", items, element)
     return None
 
 

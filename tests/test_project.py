@@ -207,3 +207,37 @@ def test_package_imports_reexports_and_what_stays_unknown(tmp_path, fixdev):
     assert "x, y = load_pair()\nx = x.to(device)\n" in fixed
     assert "for xb, yb in loading.get_loader(2):\n    xb = xb.to(device)\n" in fixed
     assert "m = Maker.make()\nm = m.to(device)\n" in fixed
+
+
+LOADERS = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def get_loaders(batch_size):
+    train = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    test = TensorDataset(torch.randn(16, 4), torch.randint(0, 2, (16,)))
+    return DataLoader(train, batch_size=batch_size, shuffle=True), DataLoader(test, batch_size=batch_size)
+"""
+
+MAIN = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from loaders import get_loaders
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = nn.Linear(4, 2).to(device)
+train_loader, test_loader = get_loaders(8)
+for images, labels in train_loader:
+    loss = F.cross_entropy(model(images), labels)
+"""
+
+
+def test_loaders_another_file_returns_yield_host_batches(tmp_path, fixdev):
+    project(tmp_path, {"loaders.py": LOADERS, "main.py": MAIN})
+    fixdev("--apply", "--no-cache", "--select", "FDV107", ".", cwd=tmp_path)
+    assert (tmp_path / "main.py").read_text() == MAIN.replace(
+        "for images, labels in train_loader:\n", "for images, labels in train_loader:\n    images, labels = images.to(device), labels.to(device)\n"
+    )
