@@ -16,8 +16,8 @@ def test_apply_edits_in_any_order():
 
 
 def test_nested_fixes_compose_over_rounds():
-    src = "import torch\ndevice = 'cuda'\ny = torch.zeros(x.shape).cuda()\n"
-    assert ALL.fix(src).text == "import torch\ndevice = 'cuda'\ny = torch.zeros_like(x).to(device)\n"
+    src = "import torch\ndevice = torch.device(args.device)\ny = torch.zeros(x.shape).cuda()\n"
+    assert ALL.fix(src).text == "import torch\ndevice = torch.device(args.device)\ny = torch.zeros_like(x).to(device)\n"
 
 
 def test_identical_insertions_are_made_once():
@@ -181,7 +181,7 @@ def test_a_declined_fix_is_not_offered_again_after_other_fixes_move_it():
 
 
 def test_a_declined_fix_inside_an_accepted_one_is_not_offered_again():
-    src = "import torch\ndevice = 'cuda'\ny = torch.zeros(x.shape).cuda()\n"
+    src = "import torch\ndevice = torch.device(args.device)\ny = torch.zeros(x.shape).cuda()\n"
     asked = []
 
     def approve(text, finding):
@@ -190,7 +190,7 @@ def test_a_declined_fix_inside_an_accepted_one_is_not_offered_again():
 
     outcome = ALL.fix(src, approve)
     assert sorted(asked) == ["FDV101", "FDV104"]
-    assert outcome.text == "import torch\ndevice = 'cuda'\ny = torch.zeros_like(x).cuda()\n"
+    assert outcome.text == "import torch\ndevice = torch.device(args.device)\ny = torch.zeros_like(x).cuda()\n"
 
 
 # Issue 10 item 17: a code prefix in `# noqa` suppresses, as in flake8.
