@@ -150,15 +150,19 @@ class OptimizerBeforeMove(Rule):
             return
         makers = sorted(optimizer.parts, key=_position)
         models: set[str] = set()
+        identity: frozenset = frozenset()  # the nodes that made those models, as the flow knows them
         for maker in makers:
-            chains = _model_chains(parents, maker)
+            owners = _model_owners(parents, maker)
+            chains = {_chain(owner) for owner in owners}
             if _scope_of(parents, maker) is not scope:
                 # made in another method: only `self.model` names the same model here
                 chains = {chain for chain in chains if _same_self(parents, maker, scope, chain)}
+            else:
+                identity |= _identity(flow, owners)
             models |= chains
         if not models:
             return
-        moves = [move for move in _moves(flow, scope, models) if _position(move) > _position(load)]
+        moves = [move for move in _moves(flow, scope, models, identity) if _position(move) > _position(load)]
         move = next((m for m in moves if _runs_after(parents, load, m)), None)
         if move is None:
             return
@@ -281,29 +285,39 @@ class OptimizerBeforeMove(Rule):
 # -- what the optimizer holds ---------------------------------------------------------
 
 
-def _model_chains(parents: dict, maker: ast.Call) -> set[str]:
-    """The chains whose ``.parameters()`` the optimizer gets: in its
-    arguments, or through a name bound once to them (``params =
-    model.parameters()``)."""
-    chains: set[str] = set()
+def _model_owners(parents: dict, maker: ast.Call) -> list[ast.expr]:
+    """The ``X`` (a name or attribute chain) of the ``X.parameters()`` the
+    optimizer gets: in its arguments, or through a name bound to them just
+    before (``params = model.parameters()``)."""
+    owners: list[ast.expr] = []
     arguments = [*maker.args, *(k.value for k in maker.keywords if k.arg in ("params", None))][:1] or []
     for argument in arguments:
         for node in ast.walk(argument):
-            chains |= _parameter_owner(node)
+            owners += _parameter_owner(node)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 bound = _sole_binding(parents, maker, node.id)
                 if bound is not None:
                     for sub in ast.walk(bound):
-                        chains |= _parameter_owner(sub)
-    return chains  # modules: the moves found for them are checked to be
+                        owners += _parameter_owner(sub)
+    return owners  # modules: the moves found for them are checked to be
 
 
-def _parameter_owner(node: ast.AST) -> set[str]:
+def _parameter_owner(node: ast.AST) -> list[ast.expr]:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PARAMETER_CALLS:
-        owner = _chain(node.func.value)
-        if owner is not None:
-            return {owner}
-    return set()
+        if _chain(node.func.value) is not None:
+            return [node.func.value]
+    return []
+
+
+def _identity(flow, owners: list[ast.expr]) -> frozenset:
+    """What made the modules ``owners`` name (the flow's ``parts`` of a
+    module): a move of an alias (``model_without_ddp = model``) shares it."""
+    found: frozenset = frozenset()
+    for owner in owners:
+        value = flow.value(owner)
+        if value.what is What.MODULE and isinstance(value.parts, frozenset):
+            found |= value.parts
+    return found
 
 
 def _sole_binding(parents: dict, maker: ast.Call, name: str) -> ast.AST | None:
@@ -339,17 +353,20 @@ def _same_self(parents: dict, maker: ast.Call, scope: ast.AST, chain: str) -> bo
 # -- the model's moves ------------------------------------------------------------------
 
 
-def _moves(flow, scope: ast.AST, models: set[str]) -> list[ast.Call]:
+def _moves(flow, scope: ast.AST, models: set[str], identity: frozenset) -> list[ast.Call]:
     """``X.to(device)`` / ``X.cuda()`` in ``scope`` (not in nested functions)
-    that move one of ``models`` (or a module holding it) onto a device."""
+    that move one of ``models`` (or a module holding it, or the same module
+    under another name) onto a device."""
     found = []
     for node in _own_nodes(scope):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda")):
             continue
         chain = _chain(node.func.value)
-        if chain is None or not any(_covers(chain, model) for model in models):
+        receiver = flow.value(node.func.value)
+        if chain is None or receiver.what is not What.MODULE:
             continue
-        if flow.what(node.func.value) is not What.MODULE:
+        alias = isinstance(receiver.parts, frozenset) and receiver.parts & identity
+        if not alias and not any(_covers(chain, model) for model in models):
             continue
         after = {placement for placement, _ in flow.where(node)}
         if after and all(isinstance(placement, Device) for placement in after):

@@ -117,3 +117,14 @@ SILENT = [
 def test_silent(tmp_path, fixdev, before):
     findings, text = _run(tmp_path, fixdev, HEAD + before)
     assert findings == [] and text == HEAD + before
+
+
+def test_a_move_of_the_model_under_another_name_is_reported(tmp_path, fixdev):
+    before = (
+        "def f(state, device):\n    model = nn.Linear(2, 2)\n    model_without_ddp = model\n"
+        "    opt = torch.optim.SGD(model_without_ddp.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n"
+        "    model.to(device)\n    return opt\n"
+    )
+    findings, text = _run(tmp_path, fixdev, HEAD + before)
+    assert [f["code"] for f in findings] == ["FDV112"] and findings[0]["fix"] is None
+    assert text == HEAD + before
