@@ -71,8 +71,10 @@ class OptimizerBeforeMove(Rule):
     optimizers whose parameters come from something other than
     `model.parameters()`. Reported without a fix: the move in another block or
     function than the optimizer's construction (`if args.cuda:` below an
-    `if resume:` branch), an optimizer made in several places, and code between
-    that uses the model otherwise (runs it, copies it, passes it to a function).
+    `if resume:` branch), a move of the model under another name
+    (`model_without_ddp = model`), an optimizer made in several places, and
+    code between that uses the model otherwise (runs it, copies it, passes it
+    to a function).
     """
 
     code = "FDV112"
