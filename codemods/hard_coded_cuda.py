@@ -30,6 +30,9 @@ QUERIES = frozenset("current_device get_device_name get_device_properties get_de
 _CUDA_LITERAL = re.compile(r"cuda(?::\d+)?")
 _CUDA_WORD = re.compile(r"cuda|gpu|accelerator")
 _CPU_WORD = re.compile(r"cpu|no_cuda|no_gpu|disable")
+# in a function's or class's name: code written for CUDA (`def test_cuda_...`,
+# `class emit_nvtx`, `class autocast`)
+_CUDA_DESIGN_WORD = re.compile(r"cuda|gpu|accelerator|nvtx|autocast")
 # exception types a `try` may catch "CUDA is missing" as
 _CATCHES_MISSING_CUDA = frozenset({"Exception", "BaseException", "RuntimeError", "AssertionError", "AttributeError", "TypeError"})
 _EXITS = frozenset({"exit", "_exit", "skip", "skipTest", "SkipTest"})
@@ -195,7 +198,7 @@ def guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
         if isinstance(current, (cst.IndentedBlock, cst.Module)) and _checked_before(child, current):
             return True
         if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
-            if _CUDA_WORD.search(current.name.value.lower()) or any(_mentions_cuda(d) for d in current.decorators):
+            if _CUDA_DESIGN_WORD.search(current.name.value.lower()) or any(_mentions_cuda(d) for d in current.decorators):
                 return True
         child, current = current, facts.parent(current)
     return _module_marked_cuda(facts)
@@ -215,18 +218,53 @@ def _module_marked_cuda(facts: "FileAnalysis") -> bool:
 
 
 def distributed(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
-    """The function holding ``node`` (or the module's top-level code) is
-    multi-GPU code: it calls ``torch.distributed``, picks a GPU by a variable
-    (``torch.cuda.set_device(local_rank)``) or names a second one
-    (``"cuda:1"``)."""
+    """``node`` is in code written for GPUs on purpose, where a CPU fallback
+    has no meaning: the function holding it (or the module's top-level code)
+    is multi-GPU code (it calls ``torch.distributed``, picks a GPU by a
+    variable, ``torch.cuda.set_device(local_rank)``, or names a second one,
+    ``"cuda:1"``), or uses CUDA-only APIs that no guard makes portable
+    (``torch.cuda.Event``, ``torch.cuda.current_device()``, CUDA graphs, NVTX;
+    ``node`` itself aside); or the file imports a GPU kernel language
+    (Triton, CUTLASS, CuPy, PyCUDA, Numba's CUDA)."""
+    if _imports_gpu_kernels(facts):
+        return True
     scope = facts.enclosing(node, cst.FunctionDef) or facts.module
     memo = facts.shared.setdefault("distributed_scopes", {})
     if scope not in memo:
-        memo[scope] = _is_distributed(facts, scope)
-    return memo[scope]
+        memo[scope] = _gpu_evidence(facts, scope)
+    multi_gpu, cuda_calls = memo[scope]
+    return multi_gpu or any(call is not node for call in cuda_calls)
 
 
-def _is_distributed(facts: "FileAnalysis", scope: cst.CSTNode) -> bool:
+# torch.cuda functions that work without CUDA, or that a guard makes portable:
+# calling them says nothing about whether the code is meant for GPUs only
+_PORTABLE = frozenset(
+    "is_available device_count empty_cache manual_seed manual_seed_all seed seed_all initial_seed "
+    "memory_allocated max_memory_allocated memory_reserved max_memory_reserved is_initialized "
+    "is_bf16_supported get_arch_list amp".split()
+) | GUARDABLE_CALLS
+_KERNEL_LANGUAGES = frozenset({"triton", "cutlass", "cupy", "pycuda", "cuda", "numba.cuda"})
+
+
+def _imports_gpu_kernels(facts: "FileAnalysis") -> bool:
+    if "imports_gpu_kernels" not in facts.shared:
+        found = False
+        for node in facts.index_order():
+            if isinstance(node, cst.Import):
+                found = any((dotted(a.name) or "").split(".")[0] in _KERNEL_LANGUAGES or (dotted(a.name) or "").startswith("numba.cuda") for a in node.names)
+            elif isinstance(node, cst.ImportFrom) and node.module is not None and not node.relative:
+                module = dotted(node.module) or ""
+                found = module.split(".")[0] in _KERNEL_LANGUAGES or module.startswith("numba.cuda")
+            if found:
+                break
+        facts.shared["imports_gpu_kernels"] = found
+    return facts.shared["imports_gpu_kernels"]
+
+
+def _gpu_evidence(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[bool, list[cst.Call]]:
+    """(multi-GPU code, the CUDA-only calls) of a function, or of the
+    module's top-level code."""
+    cuda_calls: list[cst.Call] = []
     stack = list(scope.body.children if isinstance(scope, cst.FunctionDef) else scope.body)
     while stack:
         current = stack.pop()
@@ -234,15 +272,22 @@ def _is_distributed(facts: "FileAnalysis", scope: cst.CSTNode) -> bool:
             continue  # top-level code only
         literal = cuda_literal(current)
         if literal is not None and literal not in ("cuda", "cuda:0"):
-            return True  # a second GPU named: "cuda:1"
+            return True, []  # a second GPU named: "cuda:1"
         if isinstance(current, cst.Call):
             names = facts.qnames(current.func)
             if any(n.startswith("torch.distributed.") for n in names):
-                return True
+                return True, []
             if "torch.cuda.set_device" in names and current.args and not isinstance(current.args[0].value, cst.Integer):
-                return True
+                return True, []
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] == ["torch", "cuda"] and len(parts) > 2 and parts[2] not in _PORTABLE:
+                    if not (scope is facts.module and parts[2] in QUERIES):  # a script printing its GPU's name is still a script
+                        cuda_calls.append(current)
+                elif name.startswith("torch._C._cuda"):
+                    cuda_calls.append(current)
         stack.extend(current.children)
-    return False
+    return False, cuda_calls
 
 
 # -- spelling torch where it is needed -----------------------------------------------
@@ -365,8 +410,9 @@ class HardCodedCuda(Rule):
     CPU. A `.to("cuda")` that becomes `.to(device)` follows the device the
     code defines (a `device` in reach may be another GPU or the CPU: it is
     the one the program chose). `"cuda:1"` keeps its index (the fallback is
-    written in place). Outside torch (`Model(device="cuda")`), the string stays
-    a string. `torch.cuda.empty_cache()`, `manual_seed` and `device_count()`
+    written in place). A `torch.device("cuda")` handed to code outside torch
+    (`create_loader(device=torch.device("cuda"))`) gets its fallback in
+    place. `torch.cuda.empty_cache()`, `manual_seed` and `device_count()`
     work without CUDA and are left alone.
 
     ## When it stays silent
@@ -375,18 +421,24 @@ class HardCodedCuda(Rule):
     `device != "cpu"`, `c and x.to("cuda")`, after `assert
     torch.cuda.is_available()` or `if not ...: return`, inside a `try` that
     catches the failure, and in functions or classes whose name or decorators
-    say cuda or gpu (`def test_cuda_...`, `@skipIf(not TEST_CUDA)`). In
-    multi-GPU code: a function that calls `torch.distributed`, picks its GPU
-    by a variable (`torch.cuda.set_device(local_rank)`), builds the device
-    (`f"cuda:{rank}"`) or names a second GPU (`"cuda:1"`). A device name
-    assigned more than once in its scope (the program chooses elsewhere too),
-    `"cuda"` compared with something (`x.device == torch.device("cuda")`),
-    `torch.autocast("cuda")` (which only warns without CUDA), and a
-    `device="cuda"` parameter that only tells autocast or a grad scaler which
-    device type to use. Reported without a fix: a choice where `torch`
-    is not imported before it runs, a query such as
-    `torch.cuda.get_device_name()`, and a guardable call that is not a
-    statement of its own.
+    say cuda, gpu, nvtx or autocast (`def test_cuda_...`,
+    `@skipIf(not TEST_CUDA)`). In code written for GPUs on purpose: a
+    function that calls `torch.distributed`, picks its GPU by a variable
+    (`torch.cuda.set_device(local_rank)`, `synchronize(device=rank)`), builds
+    the device (`f"cuda:{rank}"`) or names a second GPU (`"cuda:1"`); one that
+    uses CUDA-only APIs no guard makes portable (`torch.cuda.Event`,
+    `torch.cuda.current_device()`, CUDA graphs); a file that imports Triton,
+    CUTLASS, CuPy, PyCUDA or Numba's CUDA. A device name assigned more than
+    once in its scope (the program chooses elsewhere too); `"cuda"` compared
+    with something (`x.device == torch.device("cuda")`);
+    `torch.autocast("cuda")` (which only warns without CUDA); a
+    `device="cuda"` parameter that the function compares (`if device ==
+    "cpu":`), checks CUDA for, or only hands to autocast or a grad scaler; a
+    `"cuda"` string handed to a function outside torch (`skipIf(device="cuda")`:
+    its meaning is the callee's). Reported without a fix: a choice where
+    `torch` is not imported before it runs, a script's top-level question
+    only a GPU answers (`torch.cuda.get_device_name()`), and a guardable call
+    that is not a statement of its own.
     """
 
     code = "FDV109"
@@ -500,10 +552,33 @@ class HardCodedCuda(Rule):
 
     def _default(self, param: cst.Param, node: cst.SimpleString) -> None:
         func = analysis.of(self).enclosing(param, (cst.FunctionDef, cst.Lambda))
-        if isinstance(func, cst.FunctionDef) and self._names_an_autocast_device(func, param.name.value):
+        if isinstance(func, cst.FunctionDef) and (self._names_an_autocast_device(func, param.name.value) or self._handles_devices(func, param.name.value)):
             return
         # a default is evaluated where the def runs, in the scope around it
         self._choice(node, func if func is not None else param, silent_at=param)
+
+    def _handles_devices(self, func: cst.FunctionDef, name: str) -> bool:
+        """The function looks at the device it is given (``if device ==
+        "cpu":``) or at whether CUDA is there: the default is its design."""
+        facts = analysis.of(self)
+        holders = {name}  # the parameter, and what it is stored in (`self._device = device`)
+        stack: list[cst.CSTNode] = [func.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == name:
+                holders.update(dotted(t.target) for t in node.targets if dotted(t.target))
+            stack.extend(node.children)
+        stack = [func.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Comparison):
+                sides = [node.left, *(c.comparator for c in node.comparisons)]
+                if any(dotted(s) in holders for s in sides):
+                    return True
+            if isinstance(node, cst.Call) and "torch.cuda.is_available" in facts.qnames(node.func):
+                return True
+            stack.extend(node.children)
+        return False
 
     def _names_an_autocast_device(self, func: cst.FunctionDef, name: str) -> bool:
         """The parameter reaches autocast or a grad scaler
@@ -546,6 +621,8 @@ class HardCodedCuda(Rule):
             return
         is_move = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to" and arg.keyword is None
         torch_callee = is_move or any(n.startswith("torch.") for n in self.qualified_names(call.func))
+        if not torch_callee and device_call is None:
+            return  # a string handed to code this file does not show (`skipIf(device="cuda")`): its meaning is the callee's
         if literal != "cuda" or not torch_callee:
             self._choice(literal_node, call, torch_prefix(self, device_call.func) if device_call is not None else None)
             return
@@ -566,12 +643,16 @@ class HardCodedCuda(Rule):
         qualified = {q for q in self.qualified_names(node.func) if q.startswith("torch.cuda.")}
         if not qualified:
             return
-        if name == "set_device" and (len(node.args) != 1 or not isinstance(node.args[0].value, cst.Integer)):
-            return  # a GPU picked by a variable: multi-GPU code
+        if any(not isinstance(a.value, (cst.Integer, cst.SimpleString)) for a in node.args):
+            return  # a GPU picked by a variable (`set_device(local_rank)`): multi-GPU code
         if self._silent(node):
             return
         if name in QUERIES:
-            self.report(node, f"`torch.cuda.{name}()` raises without CUDA; check `torch.cuda.is_available()` first")
+            func = analysis.of(self).enclosing(node, cst.FunctionDef)
+            if func is None or func.name.value == "main":
+                # a script asking about its GPU; a library function asking
+                # is called where the caller knows there is one
+                self.report(node, f"`torch.cuda.{name}()` raises without CUDA; check `torch.cuda.is_available()` first")
             return
         statement = self.parent(node)
         line = self.parent(statement)
