@@ -433,7 +433,8 @@ class HardCodedCuda(Rule):
     with something (`x.device == torch.device("cuda")`);
     `torch.autocast("cuda")` (which only warns without CUDA); a
     `device="cuda"` parameter that the function compares (`if device ==
-    "cpu":`), checks CUDA for, or only hands to autocast or a grad scaler; a
+    "cpu":`), checks CUDA for, or only hands to autocast or a grad scaler, or
+    that also takes a GPU index (`device: int | str | torch.device = "cuda"`); a
     `"cuda"` string handed to a function outside torch (`skipIf(device="cuda")`:
     its meaning is the callee's). Reported without a fix: a choice where
     `torch` is not imported before it runs, a script's top-level question
@@ -554,6 +555,8 @@ class HardCodedCuda(Rule):
         func = analysis.of(self).enclosing(param, (cst.FunctionDef, cst.Lambda))
         if isinstance(func, cst.FunctionDef) and (self._names_an_autocast_device(func, param.name.value) or self._handles_devices(func, param.name.value)):
             return
+        if param.annotation is not None and "int" in _words(param.annotation.annotation):
+            return  # `device: int | str | torch.device = "cuda"`: a GPU index or "cuda", torch.cuda's own API
         # a default is evaluated where the def runs, in the scope around it
         self._choice(node, func if func is not None else param, silent_at=param)
 
