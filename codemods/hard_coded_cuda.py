@@ -281,7 +281,8 @@ def _gpu_evidence(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[bool, list
                 return True, []
             for name in names:
                 parts = name.split(".")
-                if parts[:2] == ["torch", "cuda"] and len(parts) > 2 and parts[2] not in _PORTABLE:
+                if parts[:2] == ["torch", "cuda"] and len(parts) > 2 and parts[2] not in _PORTABLE and not parts[2].endswith("Tensor"):
+                    # (a legacy torch.cuda.FloatTensor is legacy-tensor-type's to fix, not a design)
                     if not (scope is facts.module and parts[2] in QUERIES):  # a script printing its GPU's name is still a script
                         cuda_calls.append(current)
                 elif name.startswith("torch._C._cuda"):
