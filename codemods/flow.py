@@ -1124,6 +1124,8 @@ class _Run:
         self._default_device = 0
         self._dotted_roots: set[str] = set()
         self.cls_info = flow._index.classes.get(scope.cls) if scope.cls is not None else None
+        if flow._told:  # --traceback's evidence: only then is each expression checked against it
+            self.ev = self._ev_told
 
     # -- running ---------------------------------------------------------------------
 
@@ -1467,6 +1469,18 @@ class _Run:
     def ev(self, node: ast.AST, state: dict) -> Value:
         handler = _EXPRESSIONS.get(type(node))
         value = handler(self, node, state) if handler is not None else UNKNOWN_VALUE
+        if self.record:
+            self._remember(node, value)
+        return value
+
+    def _ev_told(self, node: ast.AST, state: dict) -> Value:
+        """``ev``, where an expression the analysis cannot place is placed as
+        the run's evidence says (``Evidence``); placed values keep their place."""
+        handler = _EXPRESSIONS.get(type(node))
+        value = handler(self, node, state) if handler is not None else UNKNOWN_VALUE
+        told = self.flow._told.get((type(node), node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)) if hasattr(node, "lineno") else None
+        if told is not None and value.what in (What.TENSOR, What.UNKNOWN, What.MODULE) and not any(p is HOST or type(p) is Device for p, _ in value.places):
+            value = value.but(what=What.TENSOR if value.what is What.UNKNOWN else value.what, places=frozenset({told}))
         if self.record:
             self._remember(node, value)
         return value
@@ -2516,6 +2530,45 @@ def _after_dot(text: str, start: int) -> bool:
     return i >= 0 and text[i] == "."
 
 
+class Evidence:
+    """What a device error's message says about expressions of one text, from
+    outside its code (``fixdev --traceback``): ``told`` holds ``(span,
+    placement, origin)`` items; ``span`` and ``origin`` are ast positions
+    ``(type name, lineno, col_offset, end_lineno, end_col_offset)``
+    (``origin``: the name or parameter that made the value, where a fix goes;
+    None: the expression itself); ``placement`` is ``"host"`` or ``"device"``.
+    A ``FileFlow`` made with it as ``project`` places each of those
+    expressions so wherever the analysis could not (its value is on no known
+    side), and nothing else; for another text it is ignored. It travels
+    as the project facts do (``project`` is their view, or None), so rules ask
+    their flow as always and never know where a fact came from."""
+
+    def __init__(self, project, text: str, told: Iterable[tuple]) -> None:
+        self.project = project
+        self.text = text
+        self.told = tuple(told)
+
+    def call(self, name: str, node: ast.Call):
+        return self.project.call(name, node) if self.project is not None else None
+
+    def used(self) -> tuple:
+        return self.project.used() if self.project is not None else ()
+
+    def resolve(self, flow: "FileFlow") -> dict[tuple, tuple]:
+        """``{(node type, positions): (placement, origin node)}`` for ``flow``'s tree."""
+        if flow.text != self.text or not self.told:
+            return {}
+        nodes = {(type(n).__name__, n.lineno, n.col_offset, n.end_lineno, n.end_col_offset): n for n in ast.walk(flow.tree) if isinstance(n, (ast.expr, ast.arg))}
+        found: dict[tuple, tuple] = {}
+        for span, placement, origin in self.told:
+            node = nodes.get(tuple(span))
+            if node is None:
+                continue
+            made = nodes.get(tuple(origin)) if origin is not None else node
+            found[(type(node), *span[1:])] = (HOST if placement == "host" else Device(None), made if made is not None else node)
+        return found
+
+
 class FileFlow:
     """The device flow of one file. ``source`` is the text (or an already
     parsed ``ast.Module``; then ``span``/``node_at`` need ``text=``). A text
@@ -2523,8 +2576,10 @@ class FileFlow:
 
     def __init__(self, source: str | ast.Module, text: str | None = None, project=None) -> None:
         # project: what the other files of the run return (codemods.project's
-        # view for this file), or None: calls of their functions are unknown
-        self.project = project
+        # view for this file), or None: calls of their functions are unknown;
+        # or an Evidence holding that view and what a device error says
+        evidence = project if isinstance(project, Evidence) else None
+        self.project = evidence.project if evidence is not None else project
         if isinstance(source, ast.Module):
             tree, self.text = source, text
         else:
@@ -2553,6 +2608,7 @@ class FileFlow:
         self._line_starts: list[int] | None = None
         self._spans: dict[ast.stmt, dict] = {}
         self._device_strings: dict[str, Value | None] = {}
+        self._told: dict[tuple, tuple] = evidence.resolve(self) if evidence is not None else {}
 
     # -- the query API -----------------------------------------------------------------
 

@@ -178,10 +178,12 @@ class Engine:
         self.rules = tuple(load(rule) for rule in rules if rule.code not in ignored)
         self.options = options or {}
 
-    def lint(self, text: str, project: Any = None) -> list[Finding]:
+    def lint(self, text: str, project: Any = None, triggers: bool = True) -> list[Finding]:
         """Findings for ``text``, sorted by position, suppressions applied.
-        ``project``: facts about the run's other files, handed to the rules as is."""
-        rules = [rule for rule in self.rules if rule.might_match(text)]
+        ``project``: facts about the run's other files, handed to the rules as is.
+        ``triggers=False``: every rule runs, whatever the text shows (facts
+        from outside the text, such as an error's message, may say what it does not)."""
+        rules = [rule for rule in self.rules if not triggers or rule.might_match(text)]
         if not rules:
             syntax_check(text)
             return []
@@ -203,7 +205,7 @@ class Engine:
         # After suppression: silencing one rule must not hide another's finding.
         return sorted(_one_per_span(findings), key=lambda f: (f.start, f.code, f.end, f.message))
 
-    def fix(self, text: str, approve: Approver | None = None, project: Any = None) -> FixOutcome:
+    def fix(self, text: str, approve: Approver | None = None, project: Any = None, triggers: bool = True) -> FixOutcome:
         """Apply fixes until none is left; ``approve`` may veto each one."""
         outcome = FixOutcome(text)
         rounds: list[list[Edit]] = []  # the edits of each round, as applied
@@ -212,7 +214,7 @@ class Engine:
         # rule and its span in the original text, which do not change.
         declined: set[tuple[str, int, int]] = set()
         for _ in range(MAX_ROUNDS):
-            findings = self.lint(outcome.text, project)
+            findings = self.lint(outcome.text, project, triggers)
             taken: list[Edit] = []
             chosen: list[Finding] = []
             for finding in findings:

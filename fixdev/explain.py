@@ -58,6 +58,7 @@ class Explained:
     change: str | None = None
     findings: list[Finding] = field(default_factory=list)  # kept, positions in the original text
     problem: str | None = None
+    told: list = field(default_factory=list)  # the evidence the findings were found with (Told.items)
 
 
 def _statement_at(flow, line: int) -> ast.stmt | None:
@@ -197,6 +198,8 @@ class _Facts:
             return f"is made by `{text}` on line {line}{where}, on the CPU"
         if isinstance(origin, ast.arg):
             return f"is the parameter `{origin.arg}` (line {line}), on the CPU here"
+        if isinstance(origin, ast.Name) and isinstance(statement, ast.Assign):  # a name placed by the error's message
+            return f"is set by `{_short(_source(self.flow, statement.value))}` on line {line}, on the CPU"
         return f"is set on line {line}, on the CPU"
 
     def device_origin(self, placement, origin: ast.AST | None) -> str:
@@ -663,11 +666,180 @@ def _explain_other(report: Report, facts: FileFacts, statement: ast.stmt, line: 
 
 
 # ---------------------------------------------------------------------------
+# The message as evidence for the analysis
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Told:
+    """What the message says about the failing line, for the flow
+    (``codemods.flow.Evidence``): ``items`` are ``(span, placement,
+    origin)``; ``said`` the same in words; ``parameter``: the value the
+    message places came in as this parameter of the function, so the
+    caller's frame is where to say it."""
+
+    items: list = field(default_factory=list)
+    said: list[str] = field(default_factory=list)
+    parameter: tuple[ast.AST, ast.arg] | None = None  # (function, parameter)
+    placement: str | None = None  # where the parameter's value is, then
+
+
+def _span(node: ast.AST) -> tuple:
+    return (type(node).__name__, node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+
+
+def _side(helper: _Facts, node: ast.expr) -> str | None:
+    """``"host"``/``"device"`` where the analysis places ``node`` on one side
+    only, ``"unknown"`` where on neither, None where on both (a branch) or
+    where it does not count (a module without parameters, a 0-dim tensor)."""
+    value = helper.flow.value(node) if _safe(helper, node) else None
+    if value is None or value.flags & (helper.F.PARAM_FREE | helper.F.ZERO_DIM):
+        return None
+    host, device, _ = helper.places(node)
+    if host and device:
+        return None
+    return "host" if host else "device" if device else "unknown"
+
+
+def _safe(helper: _Facts, node: ast.expr) -> bool:
+    try:
+        helper.flow.value(node)
+        return True
+    except Exception:  # best effort: no facts, no evidence
+        return False
+
+
+def _origin(helper: _Facts, node: ast.expr, line: int) -> tuple[ast.AST | None, ast.arg | None]:
+    """(where the value of ``node`` was bound, the parameter it is): for a
+    name bound once in its function, before ``line``, by an assignment or a
+    loop (its target); the parameter when that binding is one. Else (None, None):
+    the place is told, where it came from is not."""
+    if not isinstance(node, ast.Name):
+        return None, None
+    scope = helper.function_of(node) or helper.flow.tree
+    sites: list[ast.AST] = []
+    for other in ast.walk(scope):
+        if isinstance(other, ast.Name) and other.id == node.id and not isinstance(other.ctx, ast.Load):
+            sites.append(other)
+        elif isinstance(other, ast.arg) and other.arg == node.id:
+            sites.append(other)
+        elif isinstance(other, (ast.Global, ast.Nonlocal)) and node.id in other.names:
+            return None, None
+        elif isinstance(other, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name.split(".")[0]) == node.id for a in other.names):
+            return None, None
+    if len(sites) != 1 or sites[0].lineno >= line:
+        return None, None
+    site = sites[0]
+    if isinstance(site, ast.arg):
+        return site, site
+    statement = helper.statement_of(site)
+    if isinstance(statement, (ast.Assign, ast.For, ast.AsyncFor)):
+        return site, None
+    return None, None
+
+
+def evidence(report: Report, facts: FileFacts, line: int) -> Told:
+    """What ``report``'s message places at ``line`` that the analysis leaves
+    unplaced: the receiver of ``.numpy()`` is on a device; of the values two
+    devices meet with (a module and its input, the operands of an operation),
+    the only one not placed is on the side the placed ones are not (the input
+    on the host where the module is on a device). Nothing when more than one
+    value is unplaced, when no value is placed, or where the message and the
+    analysis disagree."""
+    told = Told()
+    if facts.error or facts.flow is None:
+        return told
+    statement = _statement_at(facts.flow, line)
+    if statement is None:
+        return told
+    helper = _Facts(facts)
+    name = report.family.name
+    if name == "numpy":
+        receivers = [n.func.value for n in _expressions(statement) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy" and not n.args]
+        if len(receivers) == 1 and _side(helper, receivers[0]) == "unknown":
+            node = receivers[0]
+            told.items.append((_span(node), "device", None))
+            told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, node))}` by itself; the error's message says where it is")
+        return told
+    devices = report.devices()
+    if report.family.group != "mismatch" or name in ("data-parallel", "index-device") or devices is None or not _is_host(devices[1]) or _is_host(devices[0]):
+        return told
+    sides: dict[str, list[tuple[ast.expr, str]]] = {"host": [], "device": [], "unknown": []}
+    for node, role in _operands(helper, statement):
+        side = _side(helper, node)
+        if side is not None:
+            sides[side].append((node, role))
+    unknown = sides["unknown"]
+    if len(unknown) != 1 or bool(sides["host"]) == bool(sides["device"]):
+        return told
+    node, role = unknown[0]
+    placement = "device" if sides["host"] else "host"
+    said = _said_device(report, role)
+    if said is not None and _is_host(said) != (placement == "host"):
+        return told  # the message's roles and the analysis disagree: say nothing
+    origin, parameter = _origin(helper, node, line)
+    if parameter is not None:
+        function = helper.function_of(node)
+        if function is not None:
+            told.parameter, told.placement = (function, parameter), placement
+        return told
+    told.items.append((_span(node), placement, _span(origin) if origin is not None else None))
+    where = "on the CPU" if placement == "host" else f"on {_spoken(devices[0])}"
+    told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, node))}` by itself; the error says it is {where} at line {line}")
+    return told
+
+
+def argument_evidence(facts: FileFacts, line: int, function: ast.AST, parameter: ast.arg, placement: str | None) -> Told:
+    """The caller's side of a walk out: the message placed ``parameter`` of
+    ``function`` (an inner frame's), so the argument the call at ``line``
+    passes for it is there too, when one call on the line can be that
+    function (by its name; ``forward`` by a module called) and its argument
+    is not placed by the analysis."""
+    told = Told()
+    statement = _statement_at(facts.flow, line) if not facts.error and facts.flow is not None else None
+    if statement is None or placement is None:
+        return told
+    helper = _Facts(facts)
+    params = [*function.args.posonlyargs, *function.args.args]
+    method = bool(params) and params[0].arg in ("self", "cls")
+    calls = []
+    for node in _expressions(statement):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        if function.name in ("forward", "__call__"):
+            if helper.what(func) is helper.F.What.MODULE or _moved_callable(helper, func):
+                calls.append((node, 1))
+        elif called == function.name:
+            calls.append((node, 1 if method and isinstance(func, ast.Attribute) else 0))
+    if len(calls) != 1:
+        return told
+    call, shift = calls[0]
+    argument = next((k.value for k in call.keywords if k.arg == parameter.arg), None)
+    if argument is None and parameter in params and not any(isinstance(a, ast.Starred) for a in call.args):
+        index = params.index(parameter) - shift
+        argument = call.args[index] if 0 <= index < len(call.args) else None
+    if argument is None or _side(helper, argument) != "unknown":
+        return told
+    origin, outer = _origin(helper, argument, line)
+    if outer is not None:
+        caller = helper.function_of(argument)
+        if caller is not None:
+            told.parameter, told.placement = (caller, outer), placement
+        return told
+    told.items.append((_span(argument), placement, _span(origin) if origin is not None else None))
+    where = "on the CPU" if placement == "host" else "on the GPU"
+    told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, argument))}` by itself; the error says it is {where} where `{function.name}` uses it as `{parameter.arg}`")
+    return told
+
+
+# ---------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------
 
 
-Loader = Callable[[Path], FileFacts]
+Loader = Callable[..., FileFacts]  # load(path) / load(path, told): the file, with the message's evidence
 
 
 def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
@@ -723,13 +895,25 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
     # mismatch), or the code that asks for CUDA is further out.
     family = report.family
     chosen: Mapped | None = None
+    said: dict[int, Told] = {}  # id(mapped frame) -> what the message told the analysis there
+    told_facts: dict[int, FileFacts] = {}
+    passed: tuple | None = None  # (function, parameter, placement): an inner frame's value came from this frame's call
     for m in user:
         facts = load(m.path)
         if facts.error:
             result.frame, result.path, result.line = m.frame, m.path, m.frame.line
             result.status, result.problem = "error", f"{m.path.as_posix()}: error: {facts.error}"
             return result
+        told = evidence(report, facts, m.frame.line) if passed is None else argument_evidence(facts, m.frame.line, *passed)
+        passed = (*told.parameter, told.placement) if told.parameter is not None else None
         kept = related_findings(facts, m.frame.line, family.codes, family.group)
+        if told.items and not any(f.fix for f in kept):
+            # the message places what the analysis could not: used where a rule's fix follows from it
+            with_told = load(m.path, told.items)
+            kept_told = related_findings(with_told, m.frame.line, family.codes, family.group)
+            if any(f.fix for f in kept_told):
+                facts, kept = with_told, kept_told
+                told_facts[id(m)], said[id(m)] = with_told, told
         if kept:
             chosen, result.findings = m, kept
             break
@@ -740,13 +924,16 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
                 break
     if chosen is None:  # no frame explained further out: what the innermost does
         chosen = user[0] if family.group == "cuda-only" else user[-1]
-    chosen_facts = load(chosen.path)
+    chosen_facts = told_facts.get(id(chosen)) or load(chosen.path)
     result.frame, result.path, result.line = chosen.frame, chosen.path, chosen.frame.line
     statement = _statement_at(chosen_facts.flow, chosen.frame.line)
     if statement is not None:
         why, change, _ = _explain(report, chosen_facts, statement, chosen.frame.line)
         result.why.extend(why)
         result.change = change
+    if id(chosen) in said:
+        result.why.extend(said[id(chosen)].said)
+        result.told = said[id(chosen)].items
     inner_user = user[0]
     if inner_user is not chosen:
         result.why.append(f"the error is raised in `{inner_user.frame.function or '?'}` ({inner_user.path.as_posix()}:{inner_user.frame.line}), called from here")

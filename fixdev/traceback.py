@@ -560,8 +560,13 @@ class Run:
 
         # the files under PATH analysed together, as a run over PATH does
         self.project = project_of(files)
+        self.told_facts: dict[tuple, FileFacts] = {}  # (path, evidence) -> the file as the error's message places it
 
-    def load(self, path: Path) -> FileFacts:
+    def load(self, path: Path, told: Sequence[tuple] = ()) -> FileFacts:
+        """The file's findings and flow; with ``told`` (``explain.Told.items``),
+        as the error's message places values the analysis could not."""
+        if told:
+            return self._load_told(path, tuple(told))
         if path in self.files:
             return self.files[path].facts
         from .codemods.flow import FileFlow
@@ -589,6 +594,22 @@ class Run:
         self.files[path] = _FileFix(facts, data)
         return facts
 
+    def _load_told(self, path: Path, told: tuple) -> FileFacts:
+        from .codemods.flow import Evidence, FileFlow
+        from .explain import FileFacts
+        from .runner import engine_for, settings_for
+
+        key = (path, told)
+        if key not in self.told_facts:
+            plain = self.load(path)
+            evidence = Evidence(self.project.for_file(path), plain.text, told)
+            try:
+                findings = engine_for(settings_for(path, self.overrides), path).lint(plain.text, evidence, triggers=False)
+            except Exception:  # the plain run read this file; evidence that breaks a rule is dropped
+                return plain
+            self.told_facts[key] = FileFacts(path, plain.text, plain.source, findings, FileFlow(plain.text, project=evidence), plain.lines, plain.error)
+        return self.told_facts[key]
+
     def fix(self, explained: Sequence[Explained], write: bool) -> None:
         """Apply the kept findings' fixes, file by file, as the engine
         applies any fix (rounds until settled, re-parse check)."""
@@ -596,10 +617,12 @@ class Run:
         from .runner import engine_for, settings_for
         from .writer import WriteError, write_atomic
 
+        told: dict[Path, list[tuple]] = {}  # what the messages placed, per file, for the engine's flow
         for item in explained:
             if item.path is not None and item.findings:
                 entry = self.files[item.path]
                 entry.kept.extend(f for f in item.findings if f not in entry.kept)
+                told.setdefault(item.path, []).extend(t for t in item.told if t not in told.get(item.path, ()))
         for path, entry in self.files.items():
             if not entry.kept or entry.facts.error:
                 continue
@@ -618,8 +641,14 @@ class Run:
                 line = LineIndex(text).position(finding.start)[0]
                 return line in cache[text]
 
+            project = self.project.for_file(path)
+            if told.get(path):
+                from .codemods.flow import Evidence
+
+                # the first round's text only: positions in later rounds' text say nothing
+                project = Evidence(project, original, _consistent(told[path]))
             try:
-                outcome = engine_for(settings_for(path, self.overrides), path).fix(original, approve, self.project.for_file(path))
+                outcome = engine_for(settings_for(path, self.overrides), path).fix(original, approve, project, triggers=not told.get(path))
             except FixConflictError as exc:
                 entry.error = str(exc)
                 continue
@@ -638,6 +667,15 @@ class Run:
                 item.status, item.problem = "error", f"{item.path.as_posix()}: error: {entry.error}"
             elif write and any(f in entry.applied for f in item.findings):
                 item.status = "fixed"
+
+
+def _consistent(told: Sequence[tuple]) -> list[tuple]:
+    """Several errors' evidence for one file: an expression two of them
+    place apart is placed by neither."""
+    places: dict[tuple, set[str]] = {}
+    for span, placement, _origin in told:
+        places.setdefault(tuple(span), set()).add(placement)
+    return [item for item in told if len(places[tuple(item[0])]) == 1]
 
 
 def _finding_words(facts: FileFacts, finding: Finding) -> str:

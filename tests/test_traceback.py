@@ -146,7 +146,11 @@ def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
     (alone / target.name).write_text(original)
     rules = fixdev_in(alone, "--no-cache", "--apply", "--select", ",".join(spec["codes"]), target.name)
     assert rules.returncode in (0, 1)
-    assert set(_changed(original, fixed)) <= set(_changed(original, (alone / target.name).read_text()))
+    if spec.get("evidence"):
+        # the rules alone cannot place the value; the error's message did
+        assert rules.returncode == 0 and (alone / target.name).read_text() == original
+    else:
+        assert set(_changed(original, fixed)) <= set(_changed(original, (alone / target.name).read_text()))
     # run again on the same log: the findings are gone, nothing more is written
     again = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply")
     assert again.returncode in (1, 2) and "fix:" not in again.stderr.decode()
@@ -157,6 +161,27 @@ def _changed(old: str, new: str) -> list[str]:
     import difflib
 
     return [line for line in difflib.ndiff(old.splitlines(), new.splitlines()) if line[:1] in "+-"]
+
+
+@pytest.mark.parametrize("folder", [f for f in CASES if spec_of(f).get("evidence")], ids=lambda p: p.name)
+def test_the_message_places_what_the_analysis_cannot(folder, tmp_path):
+    """Cases whose value comes from a function no rule can follow: plain
+    ``--check`` on the file finds nothing; with the log, the message's
+    evidence lets the ordinary rules fix it (test_diff_shows_the_fix_at_the_right_line
+    checks where), or, where two values could be the one it names, nothing."""
+    spec = spec_of(folder)
+    case = copy_case(folder, tmp_path)
+    plain = fixdev_in(case, "--no-cache", "--check", spec["file"])
+    assert plain.returncode == 0 and "No device bugs found." in plain.stderr.decode() + plain.stdout.decode(), plain.stdout.decode()
+    traced = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    assert (traced.stdout != b"") == bool(spec["codes"]), traced.stdout.decode()
+    if spec["codes"]:
+        assert "fixdev cannot place" in traced.stderr.decode()
+    else:
+        assert "fixdev cannot place" not in traced.stderr.decode()
+    # the evidence is the log's: a plain run afterwards still finds nothing
+    again = fixdev_in(case, "--check", spec["file"])
+    assert again.returncode == 0
 
 
 def test_json_output(tmp_path):
