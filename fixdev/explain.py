@@ -898,6 +898,7 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
     said: dict[int, Told] = {}  # id(mapped frame) -> what the message told the analysis there
     told_facts: dict[int, FileFacts] = {}
     passed: tuple | None = None  # (function, parameter, placement): an inner frame's value came from this frame's call
+    walked: list[Mapped] = []
     for m in user:
         facts = load(m.path)
         if facts.error:
@@ -905,18 +906,23 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
             result.status, result.problem = "error", f"{m.path.as_posix()}: error: {facts.error}"
             return result
         told = evidence(report, facts, m.frame.line) if passed is None else argument_evidence(facts, m.frame.line, *passed)
+        walked = walked if passed is not None else []  # the inner frames the value was passed down to
         passed = (*told.parameter, told.placement) if told.parameter is not None else None
         kept = related_findings(facts, m.frame.line, family.codes, family.group)
         if told.items and not any(f.fix for f in kept):
-            # the message places what the analysis could not: used where a rule's fix follows from it
+            # the message places what the analysis could not: used where a rule's fix follows from it,
+            # here or where the value meets the device in the frames it was passed down to
             with_told = load(m.path, told.items)
-            kept_told = related_findings(with_told, m.frame.line, family.codes, family.group)
+            kept_told = []
+            for line in [m.frame.line] + [w.frame.line for w in reversed(walked) if w.path == m.path]:
+                kept_told.extend(f for f in related_findings(with_told, line, family.codes, family.group) if f not in kept_told)
             if any(f.fix for f in kept_told):
                 facts, kept = with_told, kept_told
                 told_facts[id(m)], said[id(m)] = with_told, told
         if kept:
             chosen, result.findings = m, kept
             break
+        walked = walked + [m] if passed is not None else []
         if family.group != "cuda-only":
             statement = _statement_at(facts.flow, m.frame.line)
             if statement is None or not _explain(report, facts, statement, m.frame.line)[2]:
