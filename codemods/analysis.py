@@ -1,44 +1,26 @@
-"""What the rules need to know about a file beyond the syntax, computed once per
-file and shared by every rule: which classes are ``nn.Module``s, what a name
-holds (a module, a tensor and where it lives, a device), and which device is at
-hand at a point.
-
-Everything here is deliberately conservative: ``UNKNOWN`` is the answer
-whenever the code does not show otherwise, and rules treat it as "do not fix".
+"""What the rules need to know about a file beyond the device flow, computed
+once per file and shared by every rule: the libcst side of the syntax (parents,
+spans, enclosing statements), which classes are ``nn.Module``s, how to spell a
+new device or ``torch`` function where a fix goes. What a value is and where it
+lives is the device flow's answer (``flow.FileFlow``, through ``flow_of``,
+``value_of``, ``tensor_parameters``): there is one analysis of values.
 """
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
-import libcst.matchers as m
 
 from fixdev.rule import CharSpanProvider, Edit, dotted
 
 from . import placement
-from .flow import FLAG_NAMES, LIGHTNING_MODULES
+from .flow import FLAG_NAMES, LIGHTNING_MODULES, NOT_MODULES
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext
 
-    from .flow import FileFlow
-
-
-class Kind(enum.Enum):
-    UNKNOWN = "unknown"
-    MODULE = "module"  # an nn.Module instance
-    DEVICE_TENSOR = "device tensor"  # lives where the model / inputs live
-    HOST_TENSOR = "host tensor"  # made by a factory without device=: on the CPU
-    TENSOR = "tensor"  # a tensor, device not known
-    NUMPY = "numpy array"
-    DEVICE = "device"
-    LOADER = "data loader"
-
-    @property
-    def is_tensor(self) -> bool:
-        return self in (Kind.DEVICE_TENSOR, Kind.HOST_TENSOR, Kind.TENSOR)
+    from .flow import FileFlow, Value, What
 
 
 # Factories: fresh tensors, on the CPU unless device= is given.
@@ -52,19 +34,6 @@ TENSOR_FACTORIES = frozenset(
 )
 # For the rules' text pre-filters: a call of any factory, by its last name.
 FACTORY_CALL = r"\b(?:%s)\s*\(" % "|".join(sorted({name.split(".")[-1] for name in TENSOR_FACTORIES}))
-LIKE_FACTORIES = frozenset(
-    f"torch.{name}_like" for name in "zeros ones empty full rand randn randint".split()
-)
-# torch functions that return something other than a tensor.
-NON_TENSOR_TORCH = frozenset(
-    f"torch.{name}"
-    for name in (
-        "device load save is_tensor is_floating_point is_complex numel manual_seed seed "
-        "get_default_dtype set_default_dtype set_default_device no_grad enable_grad "
-        "inference_mode set_grad_enabled is_grad_enabled compile jit.load jit.script jit.trace "
-        "Size dtype finfo iinfo get_num_threads set_num_threads typename"
-    ).split()
-)
 # Tensor methods whose result is a tensor on the receiver's device.
 TENSOR_METHODS = frozenset(
     (
@@ -77,15 +46,7 @@ TENSOR_METHODS = frozenset(
         "unflatten unsqueeze var view view_as where zero_ bfloat16 numpy tolist item"
     ).split()
 )
-# Methods an nn.Module has too: calling them shows nothing about tensors.
-MODULE_METHODS = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "requires_grad_", "zero_", "share_memory_", "apply", "train", "eval"})
-# Attribute reads or methods that show a value is a tensor.
-TENSOR_EVIDENCE = frozenset({"shape", "device", "dtype", "size", "dim", "ndim", "numel", "grad"}) | (TENSOR_METHODS - MODULE_METHODS)
 MOVES = frozenset({"to", "cuda", "cpu", "type_as"})
-NON_TENSOR_METHODS = frozenset({"size", "dim", "item", "tolist", "numel", "numpy", "ndimension", "element_size"})
-NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.Buffer", "torch.nn.UninitializedParameter", "torch.nn.UninitializedBuffer"})
-PARAMETER_TYPES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
-DATA_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 
 
 def of(rule: "Rule") -> "FileAnalysis":
@@ -106,6 +67,31 @@ def flow_of(rule: "Rule") -> "FileFlow":
         # calls of the run's other files' functions: codemods.project's facts, when the engine has them
         shared["flow"] = FileFlow(rule.context.text, project=rule.context.project)
     return shared["flow"]
+
+
+def value_of(rule: "Rule", expr: cst.CSTNode) -> "Value":
+    """What the device flow knows of ``expr`` (a libcst node of the file
+    ``rule`` is looking at): ``UNKNOWN_VALUE`` where it has no answer."""
+    from .flow import UNKNOWN_VALUE
+
+    flow = flow_of(rule)
+    node = flow.node_at(*rule.span(expr))
+    return flow.value(node) if node is not None else UNKNOWN_VALUE
+
+
+def what_of(rule: "Rule", expr: cst.CSTNode) -> "What":
+    return value_of(rule, expr).what
+
+
+def tensor_parameters(rule: "Rule", func: cst.FunctionDef) -> list[str]:
+    """The parameters ``func`` treats as tensors (``FileFlow.tensor_parameters``)."""
+    flow = flow_of(rule)
+    function = flow.function_at(rule.span(func.name)[0])
+    return flow.tensor_parameters(function) if function is not None else []
+
+
+def first_tensor_parameter(rule: "Rule", func: cst.FunctionDef) -> str | None:
+    return next(iter(tensor_parameters(rule, func)), None)
 
 
 def ast_parents(flow: "FileFlow") -> dict:
@@ -165,24 +151,11 @@ def keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
 
 
-def merge(kinds: Iterable[Kind]) -> Kind:
-    kinds = set(kinds)
-    if len(kinds) == 1:
-        return kinds.pop()
-    if kinds and all(k.is_tensor for k in kinds):
-        return Kind.TENSOR
-    return Kind.UNKNOWN
-
-
 class FileAnalysis:
     def __init__(self, context: "RuleContext") -> None:
         self.module = context.module
         self._context = context
         self._parents = context.parents()
-        self._envs: dict[cst.CSTNode, dict[str, Kind]] = {}
-        self._attributes: dict[cst.ClassDef, dict[str, Kind]] = {}
-        self._parameters: dict[cst.ClassDef, set[str]] = {}  # filled by attributes()
-        self._evidence: dict[cst.FunctionDef, set[str]] = {}
         self.module_classes = self._find_module_classes()
 
     # -- basic facts ---------------------------------------------------------------
@@ -269,9 +242,12 @@ class FileAnalysis:
         methods = {s.name.value: s for s in cls.body.body if isinstance(s, cst.FunctionDef)}
         if "forward" not in methods or "__init__" not in methods:
             return False
-        for assign in m.findall(methods["__init__"].body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self")))])):
-            if isinstance(assign.value, cst.Call) and any(self._is_module_base(n) for n in self.qnames(assign.value.func)):
-                return True
+        for assign in placement.own_statements(methods["__init__"].body):
+            if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.value, cst.Call):
+                target = assign.targets[0].target
+                if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                    if any(self._is_module_base(n) for n in self.qnames(assign.value.func)):
+                        return True
         return False
 
     @staticmethod
@@ -284,306 +260,6 @@ class FileAnalysis:
         if parts[:2] != ["torch", "nn"] or not parts[-1][:1].isupper():
             return False
         return len(parts) == 3 or parts[2] == "modules"
-
-    def is_module_class_call(self, call: cst.Call) -> bool:
-        names = self.qnames(call.func)
-        if any(self._is_module_base(n) for n in names):
-            return True
-        local = {c.name.value for c in self.module_classes}
-        return isinstance(call.func, cst.Name) and call.func.value in local
-
-    def is_lightning(self, cls: cst.ClassDef) -> bool:
-        return any(self.qnames(b.value) & LIGHTNING_MODULES for b in cls.bases)
-
-    # -- what a name holds ----------------------------------------------------------
-
-    def kind(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> Kind:
-        """What ``expr`` evaluates to, as far as the code shows."""
-        at = at or expr
-        if isinstance(expr, cst.Name):
-            return self._name_kind(expr.value, at)
-        if isinstance(expr, cst.Attribute):
-            return self._attribute_kind(expr, at)
-        if isinstance(expr, cst.Call):
-            return self._call_kind(expr, at)
-        if isinstance(expr, cst.BinaryOperation):
-            return self._combine(self.kind(expr.left, at), self.kind(expr.right, at))
-        if isinstance(expr, cst.UnaryOperation):
-            kind = self.kind(expr.expression, at)
-            return kind if kind.is_tensor else Kind.UNKNOWN
-        if isinstance(expr, cst.Subscript):
-            kind = self.kind(expr.value, at)
-            return kind if kind.is_tensor else Kind.UNKNOWN
-        if isinstance(expr, cst.SimpleString) and self.is_device_value(expr):
-            return Kind.DEVICE
-        return Kind.UNKNOWN
-
-    @staticmethod
-    def _combine(left: Kind, right: Kind) -> Kind:
-        """The kind of ``left <op> right``: a tensor if either side is one (the
-        other may be a number); on the device if either side is, since that is
-        where the result lives once the code runs."""
-        kinds = {left, right}
-        if not all(k.is_tensor or k is Kind.UNKNOWN for k in kinds) or kinds == {Kind.UNKNOWN}:
-            return Kind.UNKNOWN
-        for kind in (Kind.DEVICE_TENSOR, Kind.TENSOR, Kind.HOST_TENSOR):
-            if kind in kinds:
-                return kind
-        return Kind.UNKNOWN
-
-    def _call_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
-        names = self.qnames(call.func)
-        if names & TENSOR_FACTORIES:
-            return Kind.HOST_TENSOR if keyword(call, "device") is None else Kind.TENSOR
-        if names & LIKE_FACTORIES and call.args:
-            return self.kind(call.args[0].value, at)
-        if "torch.device" in names:
-            return Kind.DEVICE
-        if names & DATA_LOADERS:
-            return Kind.LOADER
-        if self.is_module_class_call(call):
-            return Kind.MODULE
-        if any(n.split(".")[0] in ("numpy", "np") for n in names):
-            return Kind.NUMPY
-        if any(n.startswith("torch.") for n in names) and not names & NON_TENSOR_TORCH:
-            if any(n.startswith(("torch.cuda", "torch.distributed", "torch.utils", "torch.optim", "torch.backends")) for n in names):
-                return Kind.UNKNOWN
-            if any(n.startswith("torch.nn.") and not n.startswith("torch.nn.functional.") for n in names):
-                return Kind.UNKNOWN
-            arg_kinds = [self.kind(a.value, at) for a in call.args if a.keyword is None]
-            arg_kinds += [self.kind(e.value, at) for a in call.args for e in getattr(a.value, "elements", ())]
-            for kind in (Kind.DEVICE_TENSOR, Kind.HOST_TENSOR):
-                if kind in arg_kinds:
-                    return kind
-            return Kind.TENSOR
-        func = call.func
-        callee = self.kind(func, at)
-        if callee is Kind.MODULE:
-            return Kind.DEVICE_TENSOR  # a submodule's output lives on the model's device
-        if isinstance(func, cst.Attribute):
-            receiver = self.kind(func.value, at)
-            method = func.attr.value
-            if receiver is Kind.MODULE and method in ("to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_"):
-                return Kind.MODULE
-            if receiver.is_tensor:
-                if method in ("numpy",):
-                    return Kind.NUMPY
-                if method in NON_TENSOR_METHODS:
-                    return Kind.UNKNOWN
-                if method == "cpu":
-                    return Kind.HOST_TENSOR
-                if method in MOVES:
-                    return self._moved_kind(call, at)
-                if method in TENSOR_METHODS or method.endswith("_"):
-                    return receiver
-        return Kind.UNKNOWN
-
-    def _moved_kind(self, call: cst.Call, at: cst.CSTNode) -> Kind:
-        """``t.to(other.device)`` / ``t.type_as(other)`` follow ``other``."""
-        for arg in call.args:
-            value = arg.value
-            if isinstance(value, cst.Attribute) and value.attr.value == "device":
-                target = self.kind(value.value, at)
-                if target.is_tensor:
-                    return target
-            elif self.kind(value, at) is Kind.DEVICE_TENSOR:
-                return Kind.DEVICE_TENSOR
-        return Kind.TENSOR
-
-    def _attribute_kind(self, expr: cst.Attribute, at: cst.CSTNode) -> Kind:
-        attr = expr.attr.value
-        if attr == "device":
-            return Kind.DEVICE
-        owner_kind = self.kind(expr.value, at)
-        if isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            method = self.enclosing_method(at)
-            if method is not None:
-                return self.attributes(method[0]).get(attr, Kind.UNKNOWN)
-        if owner_kind is Kind.MODULE and attr in ("weight", "bias"):
-            return Kind.DEVICE_TENSOR
-        if owner_kind.is_tensor and attr in ("T", "mT", "H", "real", "imag", "data"):
-            return owner_kind
-        return Kind.UNKNOWN
-
-    def _name_kind(self, name: str, at: cst.CSTNode) -> Kind:
-        func = at if isinstance(at, cst.FunctionDef) else self.enclosing(at, cst.FunctionDef)
-        scope_owner: cst.CSTNode = func if func is not None else self.module
-        env = self.environment(scope_owner)
-        if name in env:
-            return env[name]
-        if func is not None:
-            method = self.enclosing_method(at)
-            if name == "self" and method is not None and method[1] is func:
-                return Kind.MODULE
-            if name in self.parameter_names(func):
-                return self._parameter_kind(name, func)
-            # a name from an enclosing scope
-            outer = self.enclosing(func, cst.FunctionDef)
-            return self._name_kind(name, outer) if outer is not None else self.environment(self.module).get(name, Kind.UNKNOWN)
-        return Kind.UNKNOWN
-
-    @staticmethod
-    def parameter_names(func: cst.FunctionDef) -> list[str]:
-        params = func.params
-        return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-
-    def _parameter_kind(self, name: str, func: cst.FunctionDef) -> Kind:
-        if not self.parameter_is_tensor(name, func):
-            return Kind.UNKNOWN
-        in_module = self.enclosing_method(func.body) is not None
-        return Kind.DEVICE_TENSOR if in_module else Kind.TENSOR
-
-    def parameter_is_tensor(self, name: str, func: cst.FunctionDef) -> bool:
-        """A parameter counts as a tensor only on evidence: a ``Tensor``
-        annotation, or use as a tensor (``.shape``, ``.device``, a tensor
-        method, passed to a submodule) in the function body."""
-        params = func.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.name.value == name and param.annotation is not None:
-                ann = param.annotation.annotation
-                if "torch.Tensor" in self.qnames(ann) or dotted(ann) in ("Tensor", "torch.Tensor"):
-                    return True
-        if func not in self._evidence:
-            self._evidence[func] = self._collect_evidence(func)
-        return name in self._evidence[func]
-
-    def _collect_evidence(self, func: cst.FunctionDef) -> set[str]:
-        used: set[str] = set()
-        for attribute in m.findall(func.body, m.Attribute(value=m.Name())):
-            if attribute.attr.value in TENSOR_EVIDENCE:
-                used.add(attribute.value.value)
-        for call in m.findall(func.body, m.Call(func=m.Attribute(value=m.Name("self")))):
-            if call.args and isinstance(call.args[0].value, cst.Name):
-                if self.attributes_of_method(func).get(call.func.attr.value) is Kind.MODULE:
-                    used.add(call.args[0].value.value)
-        return used
-
-    def attributes_of_method(self, func: cst.FunctionDef) -> dict[str, Kind]:
-        method = self.enclosing_method(func.body)
-        return self.attributes(method[0]) if method else {}
-
-    def first_tensor_parameter(self, func: cst.FunctionDef) -> str | None:
-        for name in self.parameter_names(func):
-            if name not in ("self", "cls") and self.parameter_is_tensor(name, func):
-                return name
-        return None
-
-    def environment(self, owner: cst.CSTNode) -> dict[str, Kind]:
-        """Name → kind for the names assigned in one function (or the module),
-        merged over every assignment: a name bound to two kinds is UNKNOWN."""
-        if owner not in self._envs:
-            self._build_environment(owner)
-        return self._envs[owner]
-
-    def _build_environment(self, owner: cst.CSTNode) -> None:
-        # Statements are read in order and the environment is visible while it
-        # is built, so ``y = x * 2`` sees what ``x = torch.ones(3)`` bound.
-        env: dict[str, Kind] = {}
-        self._envs[owner] = env
-        seen: dict[str, list[Kind]] = {}
-        body = owner.body if isinstance(owner, cst.FunctionDef) else owner
-
-        def bind(target: cst.BaseExpression, kind: Kind) -> None:
-            if isinstance(target, cst.Name):
-                seen.setdefault(target.value, []).append(kind)
-                env[target.value] = merge(seen[target.value])
-            elif isinstance(target, (cst.Tuple, cst.List)):
-                for element in target.elements:
-                    bind(element.value, Kind.UNKNOWN if not kind.is_tensor else Kind.TENSOR)
-
-        for node in placement.own_statements(body):
-            if isinstance(node, cst.Assign):
-                kind = self.kind(node.value, node)
-                for target in node.targets:
-                    bind(target.target, kind)
-            elif isinstance(node, cst.AnnAssign) and node.value is not None:
-                bind(node.target, self.kind(node.value, node))
-            elif isinstance(node, cst.AugAssign):
-                bind(node.target, Kind.UNKNOWN if not self.kind(node.target, node).is_tensor else self.kind(node.target, node))
-            elif isinstance(node, cst.For):
-                iterable = self.kind(node.iter, node)
-                if iterable is Kind.LOADER:
-                    bind(node.target, Kind.HOST_TENSOR)
-                elif iterable.is_tensor:
-                    bind(node.target, iterable)
-                else:
-                    bind(node.target, Kind.UNKNOWN)
-            else:
-                for name in placement.bound_names(node):
-                    bind(cst.Name(name), Kind.UNKNOWN)
-        if isinstance(owner, cst.FunctionDef):
-            # a parameter that is also reassigned keeps only what both agree on
-            for name in self.parameter_names(owner):
-                if name in seen:
-                    bind(cst.Name(name), self._parameter_kind(name, owner))
-
-    def attributes(self, cls: cst.ClassDef) -> dict[str, Kind]:
-        """``self.NAME`` → kind, from every ``self.NAME = ...`` and
-        ``self.register_buffer("NAME", ...)`` in the class's methods."""
-        if cls not in self._attributes:
-            # built in reading order and visible while built, like environments
-            known: dict[str, Kind] = {}
-            self._attributes[cls] = known
-            parameters = self._parameters[cls] = set()
-            seen: dict[str, list[Kind]] = {}
-            for assign in m.findall(cls.body, m.Assign()):
-                for target in assign.targets:
-                    if m.matches(target.target, m.Attribute(value=m.Name("self"))):
-                        value = assign.value
-                        names = self.qnames(value.func) if isinstance(value, cst.Call) else set()
-                        if names & PARAMETER_TYPES:
-                            parameters.add(target.target.attr.value)
-                        if names & (PARAMETER_TYPES | {"torch.nn.Buffer"}):
-                            kind = Kind.DEVICE_TENSOR
-                        else:
-                            kind = self.kind(value, assign)
-                        seen.setdefault(target.target.attr.value, []).append(kind)
-                        known[target.target.attr.value] = merge(seen[target.target.attr.value])
-            for call in m.findall(cls.body, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name("register_buffer") | m.Name("register_parameter")))):
-                if call.args and isinstance(call.args[0].value, cst.SimpleString):
-                    seen.setdefault(call.args[0].value.evaluated_value, []).append(Kind.DEVICE_TENSOR)
-            known.update({name: merge(kinds) for name, kinds in seen.items()})
-        return self._attributes[cls]
-
-    def is_parameter(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """``self.w`` set to ``nn.Parameter(...)``, or ``<module>.weight``/``.bias``:
-        assigning a plain tensor to these raises, so they are never reassigned."""
-        if not isinstance(expr, cst.Attribute):
-            return False
-        if m.matches(expr.value, m.Name("self")):
-            method = self.enclosing_method(at)
-            if method is None:
-                return False
-            self.attributes(method[0])
-            return expr.attr.value in self._parameters[method[0]]
-        return expr.attr.value in ("weight", "bias") and self.kind(expr.value, at) is Kind.MODULE
-
-    def is_numpy_value(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        return self.kind(expr, at) is Kind.NUMPY
-
-    # -- which device is at hand ----------------------------------------------------
-
-    def is_device_value(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.SimpleString):
-            value = expr.evaluated_value
-            return isinstance(value, str) and value.split(":")[0] in ("cuda", "cpu", "mps", "xpu")
-        if isinstance(expr, cst.IfExp):
-            return self.is_device_value(expr.body) and self.is_device_value(expr.orelse)
-        if isinstance(expr, cst.Call):
-            return "torch.device" in self.qnames(expr.func)
-        return False
-
-    def device_at(self, node: cst.CSTNode, module_level: bool = True) -> str | None:
-        """Source text of a device already bound wherever ``node`` runs (see
-        ``placement.existing_device``)."""
-        return placement.existing_device(self, node, module_level)
-
-    def sets_self_device(self, cls: cst.ClassDef) -> bool:
-        for assign in m.findall(cls.body, m.Assign(targets=[m.AssignTarget(target=m.Attribute(value=m.Name("self"), attr=m.Name("device")))])):
-            func = self.enclosing(assign, cst.FunctionDef)
-            if func is not None and func.name.value == "__init__" and self.is_device_value(assign.value):
-                return True
-        return False
 
     # -- imports and new definitions ---------------------------------------------------
 
@@ -685,7 +361,7 @@ def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression
     facts = of(rule)
     method = facts.enclosing_method(node)
     if method is not None:
-        tensor = facts.first_tensor_parameter(method[1])
+        tensor = first_tensor_parameter(rule, method[1])
         if tensor is not None:
             return f"{tensor}.device", []
     flow = flow_of(rule)
@@ -695,7 +371,7 @@ def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression
     statement = facts.statement_of(node)
     if flowed is not None and statement is not None and placement.expression_bound_at(facts, flowed, statement):
         return flowed, []
-    existing = facts.device_at(node)
+    existing = placement.existing_device(facts, node)
     if existing is not None:
         return existing, []
     return placement.define_device(rule, facts, node)

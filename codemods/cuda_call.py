@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from fixdev.rule import Edit, Invalid, Rule
 
 from . import analysis
-from .analysis import Kind
+from .flow import What
 
 KEPT_KEYWORDS = {"non_blocking", "memory_format"}
 
@@ -127,7 +126,7 @@ class CudaCall(Rule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not m.matches(node.func, m.Attribute(attr=m.Name("cuda"))):
+        if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda"):
             return
         if self.qualified_names(node.func.value):
             return  # tvm.target.cuda(), torch.cuda: a function of an imported module, not a value's method
@@ -150,6 +149,6 @@ class CudaCall(Rule):
         receiver = node.func.value
         statement = self.parent(node)
         if isinstance(statement, cst.Expr) and analysis.is_name_chain(receiver):
-            if analysis.of(self).kind(receiver, node) is not Kind.MODULE:
+            if analysis.what_of(self, receiver) is not What.MODULE:
                 edits.append(self.insert(self.span(node)[0], f"{self.code_of(receiver)} = "))
         self.report(node, fix=edits, fix_message=f"Use `.to({device})`")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
-import libcst.matchers as m
 
 from fixdev.rule import Invalid, Rule
 
 from . import analysis
-from .flow import What
+from .flow import FOLLOWS_MODULE, SameAs, What
+
+if TYPE_CHECKING:
+    from .flow import Value
 
 CONVERSIONS = frozenset({"to", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool"})
 
@@ -85,23 +89,31 @@ class DiscardedTo(Rule):
 
     def visit_Expr(self, node: cst.Expr) -> None:
         call = node.value
-        if not m.matches(call, m.Call(func=m.Attribute(attr=m.Name()))):
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)):
             return
         if call.func.attr.value not in CONVERSIONS or call.lpar:
             return
         receiver = call.func.value
         if not analysis.is_name_chain(receiver):
             return
-        facts = analysis.of(self)
-        if facts.is_parameter(receiver, call) or not (facts.kind(receiver, call).is_tensor or self._flow_says_tensor(receiver)):
+        value = analysis.value_of(self, receiver)
+        if value.flags & FOLLOWS_MODULE or self._is_layer_weight(receiver):
+            return  # an nn.Parameter: assigning a plain tensor to it raises
+        if value.what is not What.TENSOR and not self._follows_tensor_parameters(value, call):
             return
         target = self.code_of(receiver)
         self.report(call, fix=[self.insert(self.span(call)[0], f"{target} = ")], fix_message=f"Assign the result back to `{target}`")
 
-    def _flow_says_tensor(self, receiver: cst.BaseExpression) -> bool:
-        """The device flow knows the receiver holds a tensor on every path
-        there (``y = x.expand_as(z)``, a loader batch, a function of the file
-        that returns one)."""
-        flow = analysis.flow_of(self)
-        node = flow.node_at(*self.span(receiver))
-        return node is not None and flow.what(node) is What.TENSOR
+    def _is_layer_weight(self, receiver: cst.BaseExpression) -> bool:
+        """``<module>.weight`` / ``.bias``: a parameter of a layer."""
+        return isinstance(receiver, cst.Attribute) and receiver.attr.value in ("weight", "bias") and analysis.what_of(self, receiver.value) is What.MODULE
+
+    def _follows_tensor_parameters(self, value: "Value", call: cst.Call) -> bool:
+        """The flow does not know the receiver's kind but places it only where
+        parameters the function treats as tensors live (``x``, ``x * 2``,
+        ``x.expand_as(y)`` for such an ``x``; see ``FileFlow.tensor_parameters``)."""
+        if value.what is not What.UNKNOWN or not value.places:
+            return False
+        func = analysis.of(self).enclosing(call, cst.FunctionDef)
+        params = analysis.tensor_parameters(self, func) if func is not None else []
+        return all(type(p) is SameAs and p.text in params for p in value.placements)

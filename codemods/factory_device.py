@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 
 import libcst as cst
-import libcst.matchers as m
 
 from fixdev.rule import Invalid, Rule
 
 from . import analysis, placement
-from .analysis import MOVES, TENSOR_METHODS, Kind
+from .analysis import MOVES, TENSOR_METHODS
+from .flow import HOST, Device, SameAs, What
 
 # Factories that take device=; from_numpy and the _like twins do not need it.
 FACTORIES = analysis.TENSOR_FACTORIES - {"torch.from_numpy"}
@@ -238,7 +238,7 @@ class FactoryDevice(Rule):
         if method is None or method[1].name.value == "__init__":
             return
         func = method[1]
-        met = _meets_device_tensor(facts, node, func, MAX_HOPS)
+        met = _meets_device_tensor(facts, _Placed(self, func), node, func, MAX_HOPS)
         if met is None:
             return
         tensor = self._device_source(facts, met, func)
@@ -254,16 +254,40 @@ class FactoryDevice(Rule):
         method's first tensor parameter."""
         if met is not _MET_A_MODULE and isinstance(met, (cst.Name, cst.Attribute)) and analysis.is_name_chain(met):
             root = analysis.chain_root(met).value
-            params = facts.parameter_names(func)
-            if (root == "self" and isinstance(met, cst.Attribute)) or (root in params and root not in facts.environment(func)):
+            if (root == "self" and isinstance(met, cst.Attribute)) or (root in placement.parameter_names(func) and not placement.binds_in_body(func, root)):
                 return self.code_of(met)
-        return facts.first_tensor_parameter(func)
+        return analysis.first_tensor_parameter(self, func)
 
 
 _MET_A_MODULE = cst.Name("self")  # stands for "passed to a submodule": no tensor to name
 
 
-def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpression, func: cst.FunctionDef, hops: int) -> cst.BaseExpression | None:
+class _Placed:
+    """What the device flow says of the values a fresh tensor meets in one
+    method of a module."""
+
+    def __init__(self, rule: Rule, func: cst.FunctionDef) -> None:
+        self.rule = rule
+        self.tensor_parameters = analysis.tensor_parameters(rule, func)
+
+    def on_device(self, expr: cst.BaseExpression) -> bool:
+        """On a device on every path, taking the method's tensor parameters
+        for inputs on the model's device (what a module's methods are written
+        for)."""
+        value = analysis.value_of(self.rule, expr)
+        if value.what not in (What.TENSOR, What.UNKNOWN) or not value.places:
+            return False
+        return all(type(p) is Device or (type(p) is SameAs and p.text in self.tensor_parameters) for p in value.placements)
+
+    def is_module(self, expr: cst.BaseExpression) -> bool:
+        return analysis.what_of(self.rule, expr) is What.MODULE
+
+    def on_the_cpu(self, expr: cst.BaseExpression) -> bool:
+        value = analysis.value_of(self.rule, expr)
+        return value.what is What.TENSOR and value.placements == {HOST}
+
+
+def _meets_device_tensor(facts: "analysis.FileAnalysis", placed: _Placed, expr: cst.BaseExpression, func: cst.FunctionDef, hops: int) -> cst.BaseExpression | None:
     """Follow a freshly made tensor upwards (through tensor methods, indexing,
     arithmetic, local variables) until it meets a device tensor; return that
     tensor (or ``_MET_A_MODULE``), or None when it never does."""
@@ -278,7 +302,7 @@ def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpressio
             if method in MOVES:
                 return None
             for arg in call.args:
-                if facts.kind(arg.value, call) is Kind.DEVICE_TENSOR:
+                if placed.on_device(arg.value):
                     return arg.value
             if method not in TENSOR_METHODS and not method.endswith("_"):
                 return None
@@ -289,13 +313,13 @@ def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpressio
             current = parent
         elif isinstance(parent, cst.BinaryOperation):
             other = parent.right if parent.left is current else parent.left
-            if facts.kind(other, parent) is Kind.DEVICE_TENSOR:
+            if placed.on_device(other):
                 return other
             current = parent
         elif isinstance(parent, cst.ComparisonTarget) or isinstance(parent, cst.Comparison):
             comparison = parent if isinstance(parent, cst.Comparison) else facts.parent(parent)
             for operand in [comparison.left, *(t.comparator for t in comparison.comparisons)]:
-                if operand is not current and facts.kind(operand, comparison) is Kind.DEVICE_TENSOR:
+                if operand is not current and placed.on_device(operand):
                     return operand
             return None
         elif isinstance(parent, cst.Element):
@@ -303,11 +327,11 @@ def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpressio
             if not isinstance(container, (cst.List, cst.Tuple)):
                 return None
             for element in container.elements:
-                if element is not parent and facts.kind(element.value, container) is Kind.DEVICE_TENSOR:
+                if element is not parent and placed.on_device(element.value):
                     return element.value
             current = container
         elif isinstance(parent, cst.Arg):
-            met, call = _meets_in_call(facts, parent)
+            met, call = _meets_in_call(facts, placed, parent)
             if met is not None or call is None:
                 return met
             current = call  # torch.triu(torch.ones(n, n)) is as fresh as its argument
@@ -315,7 +339,7 @@ def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpressio
             if hops == 0 or len(parent.targets) != 1 or not isinstance(parent.targets[0].target, cst.Name):
                 return None
             for use in _uses_after(facts, parent.targets[0].target.value, parent, func):
-                met = _meets_device_tensor(facts, use, func, hops - 1)
+                met = _meets_device_tensor(facts, placed, use, func, hops - 1)
                 if met is not None:
                     return met
             return None
@@ -323,25 +347,25 @@ def _meets_device_tensor(facts: "analysis.FileAnalysis", expr: cst.BaseExpressio
             return None
 
 
-def _meets_in_call(facts: "analysis.FileAnalysis", arg: cst.Arg) -> tuple[cst.BaseExpression | None, cst.Call | None]:
+def _meets_in_call(facts: "analysis.FileAnalysis", placed: _Placed, arg: cst.Arg) -> tuple[cst.BaseExpression | None, cst.Call | None]:
     """For a fresh tensor passed as ``arg``: (the device tensor it meets there,
     or None; the call to keep following when its result is a fresh tensor too)."""
     call = facts.parent(arg)
     if not isinstance(call, cst.Call):
         return None, None
-    if facts.kind(call.func, call) is Kind.MODULE:
+    if placed.is_module(call.func):
         return _MET_A_MODULE, None
     if isinstance(call.func, cst.Attribute):
         if call.func.attr.value in MOVES or call.func.attr.value in CROSS_DEVICE_METHODS:
             return None, None
         receiver = call.func.value
-        if facts.kind(receiver, call) is Kind.DEVICE_TENSOR:
+        if placed.on_device(receiver):
             return receiver, None
     if any(q.startswith("torch.") for q in facts.qnames(call.func)):
         for other in call.args:
-            if other is not arg and facts.kind(other.value, call) is Kind.DEVICE_TENSOR:
+            if other is not arg and placed.on_device(other.value):
                 return other.value, None
-        if facts.kind(call, call) is Kind.HOST_TENSOR:
+        if placed.on_the_cpu(call):
             return None, call
     return None, None
 
@@ -349,14 +373,20 @@ def _meets_in_call(facts: "analysis.FileAnalysis", arg: cst.Arg) -> tuple[cst.Ba
 def _uses_after(facts: "analysis.FileAnalysis", name: str, assign: cst.Assign, func: cst.FunctionDef) -> list[cst.Name]:
     """Reads of ``name`` after ``assign``, up to its next assignment in ``func``."""
     start = facts.end(assign)
-    rebinds = [
-        facts.start(a)
-        for a in m.findall(func.body, m.Assign(targets=[m.AssignTarget(target=m.Name(name))]))
-        if facts.start(a) > start
-    ]
+    names, rebinds = [], []
+    stack: list[cst.CSTNode] = [func.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            if node.value == name:
+                names.append(node)
+            continue
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == name:
+            if facts.start(node) > start:
+                rebinds.append(facts.start(node))
+        stack.extend(node.children)
     stop = min(rebinds, default=facts.end(func))
-    uses = []
-    for node in m.findall(func.body, m.Name(name)):
-        if start < facts.start(node) < stop and not isinstance(facts.parent(node), cst.AssignTarget):
-            uses.append(node)
-    return uses
+    return sorted(
+        (node for node in names if start < facts.start(node) < stop and not isinstance(facts.parent(node), cst.AssignTarget)),
+        key=facts.start,
+    )

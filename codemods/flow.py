@@ -518,6 +518,18 @@ FLAG_NAMES = frozenset({"cuda", "use_cuda", "use_gpu", "with_cuda", "on_gpu", "g
 DEVICE_NAMES = ("device", "dev")
 # Attributes and methods only tensors have among the values a line uses.
 _TENSOR_EVIDENCE = frozenset("shape dtype size dim ndim numel ndimension unsqueeze view reshape permute transpose".split())
+# What shows a function treats a parameter as a tensor (``tensor_parameters``):
+# a tensor's attributes, or its methods that a module does not also have.
+_TENSOR_USE = frozenset(
+    (
+        "shape device dtype size dim ndim numel grad abs add addmm all any amax amin argmax argmin argsort "
+        "bmm bool byte ceil char chunk clamp clamp_ clip clone contiguous cos cumsum detach div exp expand "
+        "expand_as fill_ flatten flip floor gather int log log_softmax long masked_fill masked_fill_ matmul "
+        "max mean min mm mul neg norm normal_ permute pow relu repeat repeat_interleave reshape roll round "
+        "rsqrt sigmoid sign sin softmax sort split sqrt square squeeze std sub sum t tanh topk transpose "
+        "tril triu type_as uniform_ unbind unflatten unsqueeze var view view_as where numpy tolist item"
+    ).split()
+)
 # Owners of a `.device` attribute that are configuration, not tensors.
 CONFIG_NAMES = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "hp", "params", "settings", "options", "flags", "FLAGS", "hyperparams"})
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -2756,6 +2768,39 @@ class FileFlow:
         if run is None or run.generator:
             return None
         return run.returns if run.returns is not None else SCALAR_VALUE
+
+    def tensor_parameters(self, function: ast.AST) -> list[str]:
+        """The parameters of ``function`` (``self`` aside) its code treats as
+        tensors, in order: annotated as one, read with a tensor's attribute or
+        method (``x.shape``, ``x.view(...)``), or passed first to a submodule
+        of ``self``. A parameter's value alone says nothing of that (it is
+        wherever the caller's argument is), so rules that assume a module's
+        inputs live where the module does ask this."""
+        return self._compute(("tensor parameters", function), lambda: self._tensor_parameters(function)) or []
+
+    def function_at(self, offset: int) -> ast.AST | None:
+        """The innermost function whose code holds character ``offset`` (for
+        rules that walk libcst: the offset of a ``def``'s name), or None."""
+        scope = self._index.scope_at(self._position_of(offset))
+        while scope is not None and scope.kind == "class":
+            scope = scope.parent
+        return scope.node if scope is not None and scope.kind == "function" else None
+
+    def _tensor_parameters(self, function: ast.AST) -> list[str]:
+        scope = self._index.scopes.get(function)
+        if scope is None or scope.kind != "function":
+            return []
+        args = function.args
+        params = [a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.arg not in (scope.self_name, "self", "cls")]
+        used = set()
+        for node in ast.walk(function):
+            kind = type(node)
+            if kind is ast.Attribute and type(node.value) is ast.Name and node.attr in _TENSOR_USE:
+                used.add(node.value.id)
+            elif kind is ast.Call and node.args and type(node.args[0]) is ast.Name and type(node.func) is ast.Attribute:
+                if scope.self_name is not None and _chain(node.func.value) == scope.self_name and self.what(node.func) is What.MODULE:
+                    used.add(node.args[0].id)
+        return [a.arg for a in params if a.arg in used or self._annotation_what(a.annotation, scope) is What.TENSOR]
 
     # -- laziness, once per file ---------------------------------------------------------
 

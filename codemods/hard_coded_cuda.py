@@ -323,10 +323,10 @@ def cuda_device(rule: Rule, node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
     facts = analysis.of(rule)
     method = facts.enclosing_method(node)
     if method is not None:
-        tensor = facts.first_tensor_parameter(method[1])
+        tensor = analysis.first_tensor_parameter(rule, method[1])
         if tensor is not None:
             return f"{tensor}.device", []
-    existing = facts.device_at(node)
+    existing = placement.existing_device(facts, node)
     if existing is not None:
         return existing, []
     return placement.define_device(rule, facts, node)

@@ -240,7 +240,7 @@ class LegacyTensorType(Rule):
             kept = call.args[1:]
             if any(a.keyword is None or a.keyword.value != "non_blocking" for a in kept):
                 return f"Legacy `{legacy}` with other arguments: use `.to(device, torch.{dtype})`"
-            if analysis.of(self).kind(receiver, call) is analysis.Kind.MODULE:
+            if analysis.what_of(self, receiver) is What.MODULE:
                 return f"`Module.type({legacy})` also casts integer buffers: use `.to(device, torch.{dtype})` if that is not needed"
             start, end = self.span(call.func.attr)[0], self.span(call)[1]
             text = analysis.call_text(self, "to", [device_text, f"{torch}.{dtype}"], kept)
@@ -530,7 +530,7 @@ class _Alias:
             return None
         # the condition is an availability check: the device cuda-call
         # defines (or one the program has) is the one it chose, at every use
-        existing = self.facts.device_at(call)
+        existing = placement.existing_device(self.facts, call)
         return (existing, []) if existing is not None else placement.define_device(self.rule, self.facts, call)
 
     # -- the alias line -----------------------------------------------------------------

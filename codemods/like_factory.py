@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from fixdev.rule import Invalid, Rule
 
 from . import analysis
+from .flow import What
 
 # factory → (name of its _like twin, positional arguments before the shape)
 FACTORIES = {
@@ -109,7 +109,10 @@ class LikeFactory(Rule):
             return
         shape_arg, before, after = split
         owner = _shape_owner(shape_arg)
-        if owner is None or analysis.of(self).is_numpy_value(owner, node):
+        if owner is None:
+            return
+        shape = shape_arg.value  # the owner as written (``_shape_owner`` returns a copy)
+        if analysis.what_of(self, shape.value if isinstance(shape, cst.Attribute) else shape.func.value) is What.ARRAY:
             return
         twin, _ = FACTORIES[factory]
         if isinstance(node.func, cst.Attribute):
@@ -174,9 +177,9 @@ def _split_shape(factory: str, args: tuple[cst.Arg, ...]) -> tuple[cst.Arg, list
 def _shape_owner(arg: cst.Arg) -> cst.BaseExpression | None:
     """``T`` from ``T.shape`` or ``T.size()``, when T is a name or attribute chain."""
     value = arg.value
-    if m.matches(value, m.Attribute(attr=m.Name("shape"))):
+    if isinstance(value, cst.Attribute) and value.attr.value == "shape":
         owner = value.value
-    elif m.matches(value, m.Call(func=m.Attribute(attr=m.Name("size")), args=())):
+    elif isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size" and not value.args:
         owner = value.func.value
     else:
         return None

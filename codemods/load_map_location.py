@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from fixdev.rule import Invalid, Rule
 
-from . import analysis
+from . import analysis, placement
 
 # loader → index of map_location among its positional parameters
 LOADERS = {"torch.load": 1, "torch.jit.load": 1, "torch.hub.load_state_dict_from_url": 2, "torch.utils.model_zoo.load_url": 2}
@@ -24,7 +23,7 @@ def _feeds_load_state_dict(facts: "analysis.FileAnalysis", call: cst.Call) -> bo
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
         name = parent.targets[0].target.value
         scope = facts.enclosing(call, cst.FunctionDef) or facts.module
-        uses = [n for n in m.findall(scope, m.Name(name)) if n is not parent.targets[0].target]
+        uses = [n for n in _names(scope, name) if n is not parent.targets[0].target]
         if uses and all(_is_load_state_dict_argument(facts, use) for use in uses):
             return True
         # a checkpoint dict read by key, its weights going into load_state_dict:
@@ -36,6 +35,19 @@ def _feeds_load_state_dict(facts: "analysis.FileAnalysis", call: cst.Call) -> bo
             and any(_is_load_state_dict_argument(facts, entry) for entry in entries)
         )
     return _is_load_state_dict_argument(facts, call)
+
+
+def _names(node: cst.CSTNode, name: str) -> list[cst.Name]:
+    """Every ``Name`` node spelled ``name`` under ``node``."""
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            if current.value == name:
+                found.append(current)
+            continue
+        stack.extend(current.children)
+    return found
 
 
 def _is_load_state_dict_argument(facts: "analysis.FileAnalysis", value: cst.BaseExpression) -> bool:
@@ -156,12 +168,12 @@ class LoadMapLocation(Rule):
         if self.qualified_names(node.func) & STATE_DICT_LOADERS or _feeds_load_state_dict(facts, node):
             # load_state_dict copies into the model wherever it lives: any
             # device is right, the one in scope saves a copy
-            device = facts.device_at(node) or '"cpu"'
+            device = placement.existing_device(facts, node) or '"cpu"'
         else:
             # A whole pickled model, a scripted module or a tensor lands where
             # map_location says, even one saved from the CPU: only a device the
             # function itself works with says where that should be.
-            device = facts.device_at(node, module_level=False)
+            device = placement.existing_device(facts, node, module_level=False)
             if device is None and facts.enclosing(node, cst.FunctionDef) is None and _runs_on_the_cpu(self.context.text):
                 # a script that never names a GPU nor moves anything runs on
                 # the CPU, whatever device the file was saved from

@@ -27,6 +27,8 @@ import libcst as cst
 
 from fixdev.rule import Edit, dotted
 
+from .flow import LIGHTNING_MODULES
+
 if TYPE_CHECKING:
     from fixdev.rule import Rule
 
@@ -220,6 +222,12 @@ def _bindings_of(scope: cst.CSTNode, name: str) -> list[cst.CSTNode]:
     return [node for node in own_statements(body) if name in bound_names(node)]
 
 
+def binds_in_body(scope: cst.CSTNode, name: str) -> bool:
+    """A statement of ``scope``'s own body binds ``name`` (a parameter
+    reassigned, a local)."""
+    return bool(_bindings_of(scope, name))
+
+
 def binds(scope: cst.CSTNode, name: str) -> bool:
     """``name`` is a local of ``scope`` (a parameter or bound in its body)."""
     if isinstance(scope, cst.FunctionDef) and name in parameter_names(scope):
@@ -243,13 +251,43 @@ def _sole_device_binding(facts: "FileAnalysis", scope: cst.CSTNode, use: cst.CST
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
             continue
         name = node.targets[0].target.value
-        if not facts.is_device_value(node.value) or len(_bindings_of(scope, name)) != 1:
+        if not is_device_value(facts, node.value) or len(_bindings_of(scope, name)) != 1:
             continue
         if module_scope and _declared_global_anywhere(facts, name):
             continue  # a function may rebind it
         if bound_when_run(facts, node, use):
             return name
     return None
+
+
+def is_device_value(facts: "FileAnalysis", expr: cst.BaseExpression) -> bool:
+    """``expr`` is written as a device: ``"cuda"``, ``"cpu:0"``,
+    ``torch.device(...)``, or a conditional between two of them."""
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return isinstance(value, str) and value.split(":")[0] in ("cuda", "cpu", "mps", "xpu")
+    if isinstance(expr, cst.IfExp):
+        return is_device_value(facts, expr.body) and is_device_value(facts, expr.orelse)
+    if isinstance(expr, cst.Call):
+        return "torch.device" in facts.qnames(expr.func)
+    return False
+
+
+def _has_device_property(facts: "FileAnalysis", cls: cst.ClassDef) -> bool:
+    """A Lightning module: ``self.device`` is always bound."""
+    return any(facts.qnames(b.value) & LIGHTNING_MODULES for b in cls.bases)
+
+
+def _sets_self_device(facts: "FileAnalysis", cls: cst.ClassDef) -> bool:
+    """The class's ``__init__`` binds ``self.device = <device>``."""
+    for init in cls.body.body:
+        if isinstance(init, cst.FunctionDef) and init.name.value == "__init__":
+            for node in own_statements(init.body):
+                if isinstance(node, cst.Assign) and len(node.targets) == 1 and is_device_value(facts, node.value):
+                    target = node.targets[0].target
+                    if isinstance(target, cst.Attribute) and target.attr.value == "device" and isinstance(target.value, cst.Name) and target.value.value == "self":
+                        return True
+    return False
 
 
 def bound_when_run(facts: "FileAnalysis", binding: cst.CSTNode, use: cst.CSTNode) -> bool:
@@ -287,7 +325,7 @@ def existing_device(facts: "FileAnalysis", node: cst.CSTNode, module_level: bool
         if found and not shadowed(found, scopes[:depth]):
             return found
         method = facts.enclosing_method(func.body)
-        if method is not None and (facts.is_lightning(method[0]) or facts.sets_self_device(method[0])):
+        if method is not None and (_has_device_property(facts, method[0]) or _sets_self_device(facts, method[0])):
             return "self.device"
     if not module_level:
         return None

@@ -1148,3 +1148,43 @@ def test_a_call_resolved_through_the_project(tmp_path):
     assert describe(flow, names["z"]) == "unknown Unknown"
     alone = FileFlow(text)
     assert describe(alone, marked(alone, text)) == "unknown Unknown", "without the project"
+
+
+# -- parameters a function treats as tensors (what rules assume of a module's inputs) -----
+
+TENSOR_PARAMETERS = [
+    ("def f(x, n):\n    return x.view(n, -1)\n", ["x"]),
+    ("def f(x: torch.Tensor, y):\n    return y\n", ["x"]),
+    ("def f(x: torch.Tensor | None = None):\n    return x\n", ["x"]),
+    ("def f(x, y):\n    return x + y\n", []),  # `+` works on numbers too
+    ("def f(a, b):\n    return a.shape, b.keys()\n", ["a"]),
+    ("def f(model, x):\n    model.to(x.device)\n    return model(x)\n", ["x"]),  # .to is a module's method too
+    (
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\n"
+        "    def forward(self, inputs, mask):\n        return self.fc(inputs)\n",
+        ["inputs"],
+    ),
+    (
+        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.n = 2\n"
+        "    def forward(self, inputs):\n        return self.helper(inputs)\n",
+        [],  # self.helper is not a submodule
+    ),
+]
+
+
+@pytest.mark.parametrize("snippet, expected", TENSOR_PARAMETERS)
+def test_tensor_parameters(snippet, expected):
+    text = prepare(snippet)
+    flow = FileFlow(text)
+    function = flow.function_at(text.rindex("def ") + 4)
+    assert function is not None and function.name in ("f", "forward")
+    assert flow.tensor_parameters(function) == expected
+
+
+def test_function_at_is_the_innermost_function():
+    text = prepare("x = 1\nclass A:\n    y = 2\n    def m(self):\n        def inner():\n            return 3\n        return inner\n")
+    flow = FileFlow(text)
+    assert flow.function_at(text.index("x = 1")) is None
+    assert flow.function_at(text.index("y = 2")) is None
+    assert flow.function_at(text.index("return 3")).name == "inner"
+    assert flow.function_at(text.index("return inner")).name == "m"
