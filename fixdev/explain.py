@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .findings import Finding
+from .notebook import is_notebook
 from .source import LineIndex, Source
 from .traceback import FileIndex, Frame, Mapped, Report, _is_host, _short, _spoken
 
@@ -883,7 +884,8 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
                 result.problem = (
                     f"the failing line is in a notebook cell ({cells[-1].path}, line {cells[-1].line}"
                     + (f": `{_short(cells[-1].source)}`" if cells[-1].source else "")
-                    + "); --traceback maps .py files only (fixdev --diff NOTEBOOK.ipynb shows the notebook's own findings)"
+                    + "); no notebook under PATH has a code cell run as "
+                    + f"In[{cells[-1].execution_count if cells[-1].execution_count is not None else ' '}] (pass the notebook as PATH)"
                 )
             else:
                 result.problem = f"no frame of the traceback is in a file under PATH (innermost: {frames[-1].path}, line {frames[-1].line})"
@@ -902,19 +904,19 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
     for m in user:
         facts = load(m.path)
         if facts.error:
-            result.frame, result.path, result.line = m.frame, m.path, m.frame.line
+            result.frame, result.path, result.line = m.frame, m.path, m.at
             result.status, result.problem = "error", f"{m.path.as_posix()}: error: {facts.error}"
             return result
-        told = evidence(report, facts, m.frame.line) if passed is None else argument_evidence(facts, m.frame.line, *passed)
+        told = evidence(report, facts, m.at) if passed is None else argument_evidence(facts, m.at, *passed)
         walked = walked if passed is not None else []  # the inner frames the value was passed down to
         passed = (*told.parameter, told.placement) if told.parameter is not None else None
-        kept = related_findings(facts, m.frame.line, family.codes, family.group)
+        kept = related_findings(facts, m.at, family.codes, family.group)
         if told.items and not any(f.fix for f in kept):
             # the message places what the analysis could not: used where a rule's fix follows from it,
             # here or where the value meets the device in the frames it was passed down to
             with_told = load(m.path, told.items)
             kept_told = []
-            for line in [m.frame.line] + [w.frame.line for w in reversed(walked) if w.path == m.path]:
+            for line in [m.at] + [w.at for w in reversed(walked) if w.path == m.path]:
                 kept_told.extend(f for f in related_findings(with_told, line, family.codes, family.group) if f not in kept_told)
             if any(f.fix for f in kept_told):
                 facts, kept = with_told, kept_told
@@ -924,17 +926,17 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
             break
         walked = walked + [m] if passed is not None else []
         if family.group != "cuda-only":
-            statement = _statement_at(facts.flow, m.frame.line)
-            if statement is None or not _explain(report, facts, statement, m.frame.line)[2]:
+            statement = _statement_at(facts.flow, m.at)
+            if statement is None or not _explain(report, facts, statement, m.at)[2]:
                 chosen = m  # the frame where the value did not come from a caller
                 break
     if chosen is None:  # no frame explained further out: what the innermost does
         chosen = user[0] if family.group == "cuda-only" else user[-1]
     chosen_facts = told_facts.get(id(chosen)) or load(chosen.path)
-    result.frame, result.path, result.line = chosen.frame, chosen.path, chosen.frame.line
-    statement = _statement_at(chosen_facts.flow, chosen.frame.line)
+    result.frame, result.path, result.line = chosen.frame, chosen.path, chosen.at
+    statement = _statement_at(chosen_facts.flow, chosen.at)
     if statement is not None:
-        why, change, _ = _explain(report, chosen_facts, statement, chosen.frame.line)
+        why, change, _ = _explain(report, chosen_facts, statement, chosen.at)
         result.why.extend(why)
         result.change = change
     if id(chosen) in said:
@@ -947,7 +949,26 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
         together = "both are" if len(result.findings) == 2 else f"all {len(result.findings)} are"
         result.why.append(f"every line of {chosen.path.as_posix()} that asks for it fails the same way, one after the other: {together} fixed together")
     result.status = "fixable" if any(f.fix for f in result.findings) else "explained"
+    if is_notebook(chosen.path):
+        result.why = [in_cells(chosen_facts.text, sentence) for sentence in result.why]
+        result.change = in_cells(chosen_facts.text, result.change) if result.change else result.change
     return result
+
+
+def in_cells(code: str, sentence: str) -> str:
+    """``line 12`` of a notebook's program said as ``cell 3, line 4``."""
+    from .notebook import CellIndex
+
+    index = CellIndex(code)
+
+    def cell_line(match: re.Match) -> str:
+        number = int(match.group(1))
+        if not 1 <= number <= len(index.lines.starts):
+            return match.group(0)
+        cell, row, _ = index.locate(index.lines.starts[number - 1])
+        return f"line {row} of cell {cell}"
+
+    return re.sub(r"\bline (\d+)\b", cell_line, sentence)
 
 
 def _explain_unmapped(result: Explained) -> None:

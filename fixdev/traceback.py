@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from .findings import Finding
+from .notebook import is_notebook
 from .source import LineIndex, Source, SourceError
 
 if TYPE_CHECKING:  # explain.py imports this module; it is loaded when a run needs it
@@ -217,7 +218,13 @@ class Frame:
     line: int
     function: str | None
     source: str | None  # the failing source line the log prints, stripped
-    cell: bool = False  # a Jupyter cell: no file to map to
+    cell: bool = False  # a Jupyter cell: mapped to a notebook's code cell by its execution count
+
+    @property
+    def execution_count(self) -> int | None:
+        """7 for ``Cell In[7]`` and ``<ipython-input-7-3f2a>``; None otherwise."""
+        found = re.match(r"^(?:Cell In ?\[\s*(\d+)\s*\]|<ipython-input-(\d+)-)", self.path) if self.cell else None
+        return int(found.group(1) or found.group(2)) if found else None
 
 
 @dataclass
@@ -434,28 +441,97 @@ class Mapped:
     frame: Frame
     path: Path | None  # the local file; None when none matches
     problem: str | None = None  # "stale: ..." / "ambiguous: ..."
+    line: int | None = None  # a notebook's cell: the line in the program its code cells make
+
+    @property
+    def at(self) -> int:
+        """The failing line in the text the engine reads (a notebook's program)."""
+        return self.line if self.line is not None else self.frame.line
 
 
 class FileIndex:
     """The Python files under PATH, found by the suffix of a path from any machine."""
 
-    def __init__(self, files: Iterable[Path]) -> None:
+    def __init__(self, files: Iterable[Path], notebooks: Iterable[Path] = ()) -> None:
         self.by_name: dict[str, list[tuple[Path, list[str]]]] = {}
+        self.notebooks = list(notebooks)
+        self._cells: dict[Path, tuple | None] = {}
         for path in files:
             parts = list(path.absolute().parts)
             self.by_name.setdefault(parts[-1], []).append((path, parts))
         self._texts: dict[Path, str | None] = {}
 
     def text(self, path: Path) -> str | None:
+        """The file's text; a notebook's: the program its code cells make."""
         if path not in self._texts:
+            if is_notebook(path):
+                cells = self.cells(path)
+                self._texts[path] = cells[0].code if cells is not None else None
+                return self._texts[path]
             try:
                 self._texts[path] = Source.decode(path.read_bytes()).text
             except (OSError, SourceError):
                 self._texts[path] = None
         return self._texts[path]
 
+    def cells(self, path: Path) -> tuple | None:
+        """(the notebook, execution count -> cell number) of a notebook under
+        PATH; None for one that cannot be read (its run says why)."""
+        if path not in self._cells:
+            import json
+
+            from .notebook import Notebook, NotebookError, decode
+
+            try:
+                raw = decode(path.read_bytes()).text
+                notebook = Notebook.from_json(raw)
+                counts = {}
+                for number, cell in enumerate(json.loads(raw)["cells"], 1):
+                    count = cell.get("execution_count") if cell.get("cell_type") == "code" else None
+                    if type(count) is int:
+                        counts.setdefault(count, number)
+                self._cells[path] = (notebook, counts)
+            except (OSError, SourceError, NotebookError, ValueError, RecursionError):
+                self._cells[path] = None
+        return self._cells[path]
+
+    def map_cell(self, frame: Frame) -> Mapped:
+        """A ``Cell In[7]`` frame: the code cell whose execution count is 7 in
+        a notebook under PATH, whose line is the line the log shows."""
+        from .notebook import CellIndex
+
+        count = frame.execution_count
+        found = []  # (notebook path, cell number, program line, agrees)
+        for path in self.notebooks if count is not None else ():
+            cells = self.cells(path)
+            number = cells[1].get(count) if cells is not None else None
+            if number is None:
+                continue
+            notebook = cells[0]
+            lines = notebook.cells[number - 1].text.splitlines()
+            agrees = 1 <= frame.line <= len(lines) and (frame.source is None or _same_code(lines[frame.line - 1], frame.source))
+            firsts = {cell: first for first, cell in CellIndex(notebook.code).marks}
+            if number in firsts:  # not a cell left out (another language, a syntax error)
+                found.append((path, number, firsts[number] + frame.line - 1, agrees, lines))
+        agreeing = [item for item in found if item[3]]
+        if len(agreeing) == 1:
+            path, number, line, _, _ = agreeing[0]
+            return Mapped(frame, path, line=line)
+        if len(agreeing) > 1:
+            names = ", ".join(f"{p.as_posix()} (cell {n})" for p, n, *_ in agreeing[:3])
+            return Mapped(frame, None, problem=f"ambiguous: {frame.path} could be {names}; pass the notebook you mean as PATH")
+        if found:
+            path, number, _, _, lines = found[0]
+            current = lines[frame.line - 1].strip() if 1 <= frame.line <= len(lines) else ""
+            shown = f"the log shows `{_short(frame.source or '', 70)}`, the cell has `{_short(current, 70) or '(no such line)'}`"
+            where = f"line {frame.line} of cell {number} of {path.as_posix()} ({frame.path})" if len(found) == 1 else f"line {frame.line} of every notebook cell run as {frame.path}"
+            return Mapped(frame, None, problem=f"stale: {where} is not the line the log shows: {shown}; the notebook changed since the error; nothing fixed")
+        return Mapped(frame, None)
+
     def map(self, frame: Frame) -> Mapped:
-        if frame.cell or is_library(frame.path):
+        if frame.cell:
+            return self.map_cell(frame)
+        if is_library(frame.path):
             return Mapped(frame, None)
         wanted = _parts(frame.path)
         if not wanted:
@@ -553,8 +629,8 @@ class Run:
         found = list(discover(paths, excludes))
         self.missing = [item for item in found if isinstance(item, Missing)]
         files = [item for item in found if not isinstance(item, Missing)]
-        # .py files only: a traceback names .py files (a notebook's cells are "Cell In[n]")
-        self.index = FileIndex(path for path in files if path.suffix == ".py")
+        # a traceback names .py files, and a notebook's cells by their execution count ("Cell In[n]")
+        self.index = FileIndex((path for path in files if path.suffix == ".py"), (path for path in files if is_notebook(path)))
         self.files: dict[Path, _FileFix] = {}
         from .parallel import project_of
 
@@ -579,8 +655,14 @@ class Run:
         error, findings, data, source, text = None, [], b"", None, ""
         try:
             data = path.read_bytes()
-            source = Source.decode(data)
-            text = source.text
+            if is_notebook(path):  # the engine reads the program its code cells make, as for --apply nb.ipynb
+                from .notebook import Notebook, decode
+
+                source = decode(data)
+                text = Notebook.from_json(source.text).code
+            else:
+                source = Source.decode(data)
+                text = source.text
             findings = engine_for(settings_for(path, self.overrides), path).lint(text, self.project.for_file(path))
         except OSError as exc:
             error = f"cannot read: {exc.strerror or exc}"
@@ -656,7 +738,13 @@ class Run:
                 entry.fixed, entry.applied = outcome.text, outcome.applied
                 if write:
                     try:
-                        write_atomic(path, entry.facts.source.encode(outcome.text), expected=entry.data)
+                        written = outcome.text
+                        if is_notebook(path):  # only the changed cells' sources, as --apply writes a notebook
+                            from .notebook import Notebook
+
+                            notebook = Notebook.from_json(entry.facts.source.text)
+                            written = notebook.to_json(notebook.changed_sources(outcome.text))
+                        write_atomic(path, entry.facts.source.encode(written), expected=entry.data)
                     except (WriteError, SourceError) as exc:
                         entry.error = str(exc)
         for item in explained:
@@ -679,9 +767,32 @@ def _consistent(told: Sequence[tuple]) -> list[tuple]:
 
 
 def _finding_words(facts: FileFacts, finding: Finding) -> str:
-    line = facts.line_of(finding.start)
     what = finding.fix.message if finding.fix is not None else finding.message
-    return f"{finding.code} [{finding.name}]{' [*]' if finding.fix else ''} {what} (line {line})"
+    return f"{finding.code} [{finding.name}]{' [*]' if finding.fix else ''} {what} ({_line_words(facts.path, facts.text, facts.line_of(finding.start))})"
+
+
+def _cell_row(path: Path, text: str, line: int) -> tuple[int | None, int]:
+    """(cell, row) of ``line`` of a notebook's program; (None, line) for a file."""
+    if not is_notebook(path) or not text:
+        return None, line
+    from .notebook import CellIndex
+
+    index = CellIndex(text)
+    cell, row, _ = index.locate(index.lines.starts[min(line, len(index.lines.starts)) - 1])
+    return cell, row
+
+
+def _line_words(path: Path, text: str, line: int) -> str:
+    cell, row = _cell_row(path, text, line)
+    return f"line {row}" if cell is None else f"line {row} of cell {cell}"
+
+
+def _where(run: "Run", path: Path, line: int) -> str:
+    """``train.py:12``, or ``nb.ipynb:cell 3:4`` in a notebook."""
+    from .output import display
+
+    cell, row = _cell_row(path, run.index.text(path) or "", line)
+    return f"{display(path)}:{row}" if cell is None else f"{display(path)}:cell {cell}:{row}"
 
 
 def render_full(item: Explained, run: Run) -> str:
@@ -689,21 +800,27 @@ def render_full(item: Explained, run: Run) -> str:
     from .output import display
 
     out = []
-    where = f"{display(item.path)}:{item.line}: " if item.path is not None else ""
+    where = f"{_where(run, item.path, item.line)}: " if item.path is not None else ""
     out.append(f"{where}{item.report.exception}")
     frame = item.frame
     if frame is not None:
         mark = f"{frame.path}, line {frame.line}" if frame.cell else f"File \"{frame.path}\", line {frame.line}" + (f", in {frame.function}" if frame.function else "")
         if item.path is not None and _posix(frame.path) != item.path.as_posix():
-            mark += f" → {display(item.path)}"
+            cell = _cell_row(item.path, run.index.text(item.path) or "", item.line or 1)[0]
+            mark += f" → {display(item.path)}" + (f" (cell {cell})" if cell is not None else "")
         out.append(f"  frame: {mark}")
     inner = item.inner
     if inner is not None and frame is not None and inner != frame and (inner.cell or is_library(inner.path) or item.path is None):
         out.append(f"  raised in: {inner.path}, line {inner.line}" + (f", in {inner.function}" if inner.function else ""))
     if item.path is not None and item.line is not None and item.status != "stale":
-        number = str(item.line)
+        number = str(_cell_row(item.path, run.index.text(item.path) or "", item.line)[1])
         gutter = " " * len(number)
         code = run.index.line(item.path, item.line).rstrip()
+        if is_notebook(item.path):
+            from .notebook import CellIndex
+
+            text = run.index.text(item.path) or ""
+            code = CellIndex(text).shown_line(LineIndex(text).offset(item.line, 1)).rstrip()
         out.extend([f"  {gutter} |", f"  {number} | {code}", f"  {gutter} |"])
     elif frame is not None and frame.source:
         out.append(f"    {frame.source}")
@@ -722,15 +839,15 @@ def render_full(item: Explained, run: Run) -> str:
     return "\n".join(out) + "\n\n"
 
 
-def render_concise(item: Explained) -> str:
-    where = f"{item.path.as_posix()}:{item.line}" if item.path is not None else (item.frame.path + f":{item.frame.line}" if item.frame else "-")
+def render_concise(item: Explained, run: "Run") -> str:
+    where = _where(run, item.path, item.line) if item.path is not None else (item.frame.path + f":{item.frame.line}" if item.frame else "-")
     codes = ", ".join(sorted({f.code for f in item.findings if f.fix}))
     tail = f" [fix: {codes}]" if codes else f" [{item.status}]"
     return f"{where}: {item.report.family.name}: {item.report.exception}{tail}\n"
 
 
 def as_json(explained: Sequence[Explained], run: Run) -> list[dict]:
-    from .output import display, unified_diff
+    from .output import code_diff, display, index_for
 
     items = []
     for item in explained:
@@ -738,18 +855,16 @@ def as_json(explained: Sequence[Explained], run: Run) -> list[dict]:
         entry = run.files.get(item.path) if item.path is not None else None
         findings = []
         if facts is not None:
-            index = facts.lines
+            index = index_for(item.path, facts.text)  # a notebook's positions are its cells'
             for finding in item.findings:
-                row, column = index.position(finding.start)
-                end_row, end_column = index.position(finding.end)
                 findings.append(
                     {
                         "code": finding.code,
                         "name": finding.name,
                         "message": finding.message,
                         "filename": display(item.path),
-                        "location": {"row": row, "column": column},
-                        "end_location": {"row": end_row, "column": end_column},
+                        "location": _loc(index, finding.start),
+                        "end_location": _loc(index, finding.end),
                         "fix": None
                         if finding.fix is None
                         else {
@@ -777,15 +892,16 @@ def as_json(explained: Sequence[Explained], run: Run) -> list[dict]:
                 "change": item.change if not any(f.fix for f in item.findings) else None,
                 "problem": item.problem,
                 "findings": findings,
-                "diff": unified_diff(item.path, entry.facts.text, entry.fixed) if entry is not None and entry.fixed is not None else None,
+                "diff": code_diff(item.path, entry.facts.text, entry.fixed) if entry is not None and entry.fixed is not None else None,
             }
         )
     return items
 
 
-def _loc(index: LineIndex, offset: int) -> dict[str, int]:
-    row, column = index.position(offset)
-    return {"row": row, "column": column}
+def _loc(index, offset: int) -> dict[str, int]:
+    from .output import _location
+
+    return _location(index, offset)
 
 
 def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, quiet: bool, exit_zero: bool, color: bool,
@@ -793,7 +909,7 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
     """Print what ``--traceback`` says and return the exit code."""
     import json
 
-    from .output import display, unified_diff
+    from .output import code_diff, display
 
     from .explain import analyse
 
@@ -816,11 +932,11 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
         echo(json.dumps(as_json(explained, job), indent=2))
     else:
         for item in explained:
-            echo(render_full(item, job) if fmt == "full" else render_concise(item), nl=False, err=to_err)
+            echo(render_full(item, job) if fmt == "full" else render_concise(item, job), nl=False, err=to_err)
         if fmt == "full":
             for path, entry in job.files.items():
                 if entry.fixed is not None:
-                    echo(unified_diff(path, entry.facts.text, entry.fixed, color), nl=False, color=color)
+                    echo(code_diff(path, entry.facts.text, entry.fixed, color), nl=False, color=color)
     if not quiet and fmt != "json":
         echo(_summary(explained, job, mode, source), err=True)
     if job.missing or any(item.status in ("stale", "error", "ambiguous") for item in explained):

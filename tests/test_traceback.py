@@ -93,11 +93,11 @@ def test_every_family_has_a_case():
 def test_diff_shows_the_fix_at_the_right_line(folder, tmp_path):
     spec = spec_of(folder)
     case = copy_case(folder, tmp_path)
-    before = {p: p.read_bytes() for p in case.rglob("*.py")}
+    before = {p: p.read_bytes() for p in (*case.rglob("*.py"), *case.rglob("*.ipynb"))}
     result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
     out, err = result.stdout.decode(), result.stderr.decode()
     assert "Traceback (most recent call last)" not in err, err
-    assert {p: p.read_bytes() for p in case.rglob("*.py")} == before, "--diff must not write"
+    assert {p: p.read_bytes() for p in (*case.rglob("*.py"), *case.rglob("*.ipynb"))} == before, "--diff must not write"
     # the error in one line, then the frame: the local file and line
     assert f"{spec['file']}:{spec['line']}: " in err, err
     if spec.get("status") == "stale":
@@ -130,7 +130,7 @@ def test_diff_shows_the_fix_at_the_right_line(folder, tmp_path):
 def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
     spec = spec_of(folder)
     case = copy_case(folder, tmp_path)
-    target = case / spec["file"]
+    target = case / spec.get("path", spec["file"])  # path: a notebook, whose cells `file` names
     original = target.read_text()
     check = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--check")
     assert check.returncode == 1 and target.read_text() == original
@@ -292,6 +292,54 @@ def test_a_notebook_cell_is_named_with_what_to_change(tmp_path):
     assert result.returncode == 1
     assert "frame: Cell In[4], line 3" in out and "a notebook cell (Cell In[4], line 3: `out = model(x)`)" in out
     assert "change: move `x` to the model's device in that cell on line 3: `x.to(device)`" in out
+
+
+def test_notebook_cells_stale_ambiguous_and_old_ipython(tmp_path):
+    """A cell frame maps to the code cell whose execution count it names,
+    checked against the line the log shows: a changed cell is stale, the same
+    cell in two notebooks is ambiguous (until the notebook is named), and
+    IPython 7's ``<ipython-input-6-...>`` names the count too."""
+    case = copy_case(CASES_DIR / "notebook_cell", tmp_path)
+    notebook = case / "explore.ipynb"
+    original = notebook.read_text()
+
+    notebook.write_text(original.replace('"scores = model(x)\\n"', '"scores = model(x.to(device))\\n"'))
+    stale = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply")
+    err = stale.stderr.decode()
+    assert stale.returncode == 2 and "line 2 of cell 4 of explore.ipynb (Cell In[6]) is not the line the log shows" in err, err
+    assert "nothing fixed" in err and "fix:" not in err
+    notebook.write_text(original)
+
+    (case / "old").mkdir()
+    (case / "old" / "explore.ipynb").write_text(original)
+    both = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    assert both.returncode == 2 and both.stdout == b"", both.stderr.decode()
+    assert "ambiguous: Cell In[6] could be explore.ipynb (cell 4), old/explore.ipynb (cell 4)" in both.stderr.decode()
+    named = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    assert named.returncode == 1 and named.stdout.decode().startswith("--- a/explore.ipynb:cell 4\n")
+    as_json = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--output-format", "json", "explore.ipynb")
+    (item,) = json.loads(as_json.stdout)
+    assert item["findings"][0]["location"] == {"row": 1, "column": 5, "cell": 4} and item["diff"].startswith("--- a/explore.ipynb:cell 4")
+
+    old_style = (
+        "RuntimeError                              Traceback (most recent call last)\n"
+        "<ipython-input-6-9b1c2f> in <module>\n"
+        "      1 x = torch.randn(4, 10)\n"
+        "----> 2 scores = model(x)\n"
+        "\n"
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n"
+    )
+    (case / "old.log").write_text(old_style)
+    applied = fixdev_in(case, "--no-cache", "--traceback", "old.log", "--apply", "explore.ipynb")
+    assert applied.returncode == 0, applied.stderr.decode()
+    assert "explore.ipynb:cell 4:2: RuntimeError" in applied.stderr.decode()
+    cells = json.loads(notebook.read_text())["cells"]
+    assert "".join(cells[3]["source"]).startswith("x = torch.randn(4, 10, device=device)\n")
+    assert [c.get("execution_count") for c in cells] == [None, 1, 2, 6, None]
+
+    (case / "unrun.log").write_text(old_style.replace("<ipython-input-6-", "<ipython-input-9-"))
+    unrun = fixdev_in(case, "--no-cache", "--traceback", "unrun.log", "--diff", "explore.ipynb")
+    assert unrun.returncode == 1 and "no notebook under PATH has a code cell run as In[9]" in unrun.stdout.decode() + unrun.stderr.decode()
 
 
 def test_seed_program_traceback_gives_the_rules_fixes(tmp_path):
