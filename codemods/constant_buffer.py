@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import libcst as cst
-import libcst.matchers as m
 
 from fixdev.rule import Invalid, Option, Rule
 
@@ -141,7 +142,7 @@ class ConstantBuffer(Rule):
                 if method is not init and name in in_init:
                     continue  # __init__'s own assignment is the one to register
                 if self._stays_a_tensor(statement, assignments.get(name, [])) and (
-                    not m.matches(statement.value, m.Name("None")) or _forward_reads(node, name)
+                    not _is_name(statement.value, "None") or _forward_reads(node, name)
                 ):
                     persistent = "" if self.settings["persistent"] else ", persistent=False"
                     replacement = f'self.register_buffer("{name}", {self.code_of(statement.value)}{persistent})'
@@ -152,7 +153,7 @@ class ConstantBuffer(Rule):
         that sets NAME sets it to a tensor (or None): a buffer takes those,
         and nothing else (a float, an ``nn.Parameter``) ever comes."""
         value = statement.value
-        is_none = m.matches(value, m.Name("None"))
+        is_none = _is_name(value, "None")
         if not (is_none or self._is_constant_tensor(value)):
             return False
         others = [a for a in assignments if a is not statement]
@@ -161,14 +162,12 @@ class ConstantBuffer(Rule):
         values = [a.value for a in others]
         if any(isinstance(v, cst.Call) and self.qualified_names(v.func) & NOT_PLAIN_TENSORS for v in values):
             return False  # an optional nn.Parameter: None stands for "no parameter", not a device bug
-        if not all(m.matches(v, m.Name("None")) or self._is_constant_tensor(v) or self._flow_says_tensor(v) for v in values):
+        if not all(_is_name(v, "None") or self._is_constant_tensor(v) or self._flow_says_tensor(v) for v in values):
             return False
-        return not is_none or any(not m.matches(v, m.Name("None")) for v in values)
+        return not is_none or any(not _is_name(v, "None") for v in values)
 
     def _flow_says_tensor(self, value: cst.BaseExpression) -> bool:
-        flow = analysis.flow_of(self)
-        node = flow.node_at(*self.span(value))
-        return node is not None and flow.what(node) is What.TENSOR
+        return analysis.what_of(self, value) is What.TENSOR
 
     def _helpers_of_init(self, cls: cst.ClassDef, init: cst.FunctionDef, super_end: int) -> list[cst.FunctionDef]:
         """Methods ``__init__`` calls as statements (``self.init_states(x)``)
@@ -181,28 +180,30 @@ class ConstantBuffer(Rule):
                 continue
             for small in statement.body:
                 call = small.value if isinstance(small, cst.Expr) else None
-                if m.matches(call, m.Call(func=m.Attribute(value=m.Name("self")))) and call.func.attr.value in methods:
+                if isinstance(call, cst.Call) and _is_self_attribute(call.func) and call.func.attr.value in methods:
                     called.append(methods[call.func.attr.value])
         return [method for method in called if method is not init]
 
     def _super_init_end(self, init: cst.FunctionDef) -> int | None:
         """End offset of ``super().__init__(...)`` (or ``Base.__init__(self, ...)``)."""
         facts = analysis.of(self)
-        for call in m.findall(init.body, m.Call(func=m.Attribute(attr=m.Name("__init__")))):
+        for call in _walk(init.body):
+            if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "__init__"):
+                continue
             owner = call.func.value
-            if m.matches(owner, m.Call(func=m.Name("super"))) or (analysis.is_name_chain(owner) and call.args and m.matches(call.args[0].value, m.Name("self"))):
+            if (isinstance(owner, cst.Call) and _is_name(owner.func, "super")) or (analysis.is_name_chain(owner) and call.args and _is_name(call.args[0].value, "self")):
                 return facts.end(call)
         return None
 
     def _is_constant_tensor(self, value: cst.BaseExpression) -> bool:
-        while m.matches(value, m.Call(func=m.Attribute())) and not self.qualified_names(value.func) & TENSOR_FACTORIES:
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and not self.qualified_names(value.func) & TENSOR_FACTORIES:
             if value.func.attr.value not in TENSOR_METHODS or value.func.attr.value in ("numpy", "tolist", "item"):
                 return False
             value = value.func.value
         if not isinstance(value, cst.Call) or not self.qualified_names(value.func) & TENSOR_FACTORIES:
             return False
         grad = analysis.keyword(value, "requires_grad")
-        return grad is None or m.matches(grad.value, m.Name("False"))
+        return grad is None or _is_name(grad.value, "False")
 
 
 def _forward_reads(cls: cst.ClassDef, name: str) -> bool:
@@ -211,7 +212,25 @@ def _forward_reads(cls: cst.ClassDef, name: str) -> bool:
     such as a wrapper's bookkeeping, need not, so a None placeholder for it is
     left alone)."""
     forward = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)
-    return forward is not None and bool(m.findall(forward.body, m.Attribute(value=m.Name("self"), attr=m.Name(name))))
+    return forward is not None and any(_is_self_attribute(node) and node.attr.value == name for node in _walk(forward.body))
+
+
+def _is_name(node: cst.CSTNode, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _is_self_attribute(node: cst.CSTNode) -> bool:
+    """``self.X``."""
+    return isinstance(node, cst.Attribute) and _is_name(node.value, "self")
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and everything under it, in source order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
 
 
 def _setters_by_class(facts: "analysis.FileAnalysis") -> dict[cst.ClassDef, list[cst.CSTNode]]:
@@ -249,15 +268,14 @@ def _assignments(facts: "analysis.FileAnalysis", cls: cst.ClassDef) -> dict[str,
     """Every statement in the class that sets ``self.NAME``, per NAME: plain
     assignments, and augmented, annotated or unpacking ones and ``setattr``."""
     found: dict[str, list[cst.CSTNode]] = {}
-    self_attr = m.Attribute(value=m.Name("self"))
     setters = _setters_by_class(facts).get(cls, ())
     for node in setters:
         if type(node) is cst.Call:
             continue
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-        plain = isinstance(node, cst.Assign) and len(targets) == 1 and m.matches(targets[0], self_attr)
+        plain = isinstance(node, cst.Assign) and len(targets) == 1 and _is_self_attribute(targets[0])
         for target in targets:
-            for attribute in m.findall(target, self_attr) if not m.matches(target, self_attr) else [target]:
+            for attribute in [target] if _is_self_attribute(target) else [n for n in _walk(target) if _is_self_attribute(n)]:
                 found.setdefault(attribute.attr.value, []).append(node if plain else cst.Pass())
     for call in setters:
         if type(call) is cst.Call and len(call.args) >= 2 and isinstance(call.args[1].value, cst.SimpleString):
