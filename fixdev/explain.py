@@ -739,6 +739,20 @@ def _origin(helper: _Facts, node: ast.expr, line: int) -> tuple[ast.AST | None, 
     return None, None
 
 
+def _setting(helper: _Facts, node: ast.expr, line: int) -> bool:
+    """``args.scale``, or a name bound once to it or to a number: a setting,
+    not a tensor the analysis missed."""
+    origin, _ = _origin(helper, node, line)
+    statement = helper.statement_of(origin) if origin is not None else None
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and statement.targets[0] is origin:
+        node = statement.value
+    if isinstance(node, (ast.Constant, ast.UnaryOp, ast.BinOp)) and all(isinstance(n, ast.Constant) for n in ast.walk(node) if isinstance(n, ast.expr) and not isinstance(n, (ast.UnaryOp, ast.BinOp))):
+        return True
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in helper.F.CONFIG_NAMES
+
+
 def evidence(report: Report, facts: FileFacts, line: int) -> Told:
     """What ``report``'s message places at ``line`` that the analysis leaves
     unplaced: the receiver of ``.numpy()`` is on a device; of the values two
@@ -774,6 +788,8 @@ def evidence(report: Report, facts: FileFacts, line: int) -> Told:
     if len(unknown) != 1 or bool(sides["host"]) == bool(sides["device"]):
         return told
     node, role = unknown[0]
+    if role == "operand" and _setting(helper, node, line):
+        return told  # `x * args.scale`: most likely a number, and the tensor on the CPU is one the line hides
     placement = "device" if sides["host"] else "host"
     said = _said_device(report, role)
     if said is not None and _is_host(said) != (placement == "host"):

@@ -184,6 +184,20 @@ def test_the_message_places_what_the_analysis_cannot(folder, tmp_path):
     assert again.returncode == 0
 
 
+def test_evidence_does_not_take_a_setting_for_the_tensor(tmp_path):
+    """`feats` is moved, `weights` is on `device`, `scale = args.scale` is not placed:
+    the one value the analysis cannot place is a setting (most likely a
+    number), so the CPU tensor is one the line hides and nothing is resolved."""
+    case = copy_case(CASES_DIR / "evidence_operand", tmp_path)
+    code = (case / "head.py").read_text()
+    code = code.replace("feats = embed(batch)", "feats = embed(batch).to(device)\n    scale = args.scale")
+    (case / "head.py").write_text(code.replace("feats @ weights", "feats @ weights * scale"))
+    (case / "error.log").write_text((case / "error.log").read_text().replace("line 11, in logits", "line 12, in logits").replace("line 15, in <module>", "line 16, in <module>").replace("return feats @ weights", "return feats @ weights * scale"))
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    assert result.returncode == 1 and result.stdout == b"", result.stdout.decode()
+    assert "head.py:12: RuntimeError" in result.stderr.decode() and "fixdev cannot place" not in result.stderr.decode()
+
+
 def test_json_output(tmp_path):
     case = copy_case(CASES_DIR / "library_frames", tmp_path)
     result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--output-format", "json")
