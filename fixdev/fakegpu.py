@@ -111,7 +111,11 @@ def load_guard() -> None:
     folder = cache_dir()
     source = folder / "noop_cuda_guard.cpp"
     if not source.is_file() or source.read_text() != GUARD_SOURCE:
-        source.write_text(GUARD_SOURCE)
+        # Atomically: processes that start together (pytest -n auto) may all
+        # build, and none may read a half-written source.
+        partial = folder / f"noop_cuda_guard.{os.getpid()}.tmp"
+        partial.write_text(GUARD_SOURCE)
+        os.replace(partial, source)
     load(name=_LIBRARY, sources=[str(source)], build_directory=str(folder), is_python_module=False, verbose=False)
     _guard_loaded = True
 
