@@ -734,6 +734,9 @@ class Run:
             except FixConflictError as exc:
                 entry.error = str(exc)
                 continue
+            except Exception as exc:  # a bug in a rule costs this file, not the run (as in load)
+                entry.error = f"internal error, file left unchanged ({type(exc).__name__}: {exc}); please report it"
+                continue
             if outcome.text != original:
                 entry.fixed, entry.applied = outcome.text, outcome.applied
                 if write:
