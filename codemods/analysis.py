@@ -156,7 +156,7 @@ class FileAnalysis:
         self.module = context.module
         self._context = context
         self._parents = context.parents()
-        self.module_classes = self._find_module_classes()
+        self._module_classes: set[cst.ClassDef] | None = None
 
     # -- basic facts ---------------------------------------------------------------
 
@@ -213,6 +213,13 @@ class FileAnalysis:
         return None
 
     # -- which classes are modules -----------------------------------------------
+
+    @property
+    def module_classes(self) -> set[cst.ClassDef]:
+        """The file's ``nn.Module`` classes, found on first use."""
+        if self._module_classes is None:
+            self._module_classes = self._find_module_classes()
+        return self._module_classes
 
     def _find_module_classes(self) -> set[cst.ClassDef]:
         classes = self._context.index().classes
