@@ -8,7 +8,7 @@ import libcst as cst
 
 from fixdev.rule import Invalid, Rule
 
-from . import analysis
+from . import analysis, hard_coded_cuda
 from .flow import FOLLOWS_MODULE, What
 
 # Expressions a `.cpu()` can follow without parentheses.
@@ -67,7 +67,10 @@ class NumpyOnDevice(Rule):
     function's parameter, a call into another file): most `.numpy()` calls
     read host tensors. Also where the read runs only without CUDA (the
     `else` of `if torch.cuda.is_available():` or of `if args.cuda:`, the body
-    of `if not ...`), and for `t.numpy(force=True)`. Reported without a
+    of `if not ...`, `t.numpy() if not train_on_gpu else ...`), where the
+    code already copies the value back wherever CUDA is in use (`if
+    train_on_gpu: p = p.cpu()` before the read), and for
+    `t.numpy(force=True)`. Reported without a
     fix: values that may be a list or another container rather than one
     tensor (`np.array([a, b])`).
     """
@@ -119,7 +122,7 @@ class NumpyOnDevice(Rule):
                 continue  # numpy(force=True) copies to the host itself
             value = sink.value
             start, end = flow.span(call)
-            if runs_only_without_cuda(self, flow, call):
+            if runs_only_without_cuda(self, flow, call) or _moved_to_host_under_cuda_test(self, flow, sink):
                 continue
             if flow.what(value) is not What.TENSOR:
                 self.report_at(start, end, "Value that may hold tensors on a device is read as a NumPy array; copy them to the host first")
@@ -144,25 +147,132 @@ def runs_only_without_cuda(rule: Rule, flow, node: ast.AST) -> bool:
     """``node`` runs only where CUDA is not in use, so nothing there is on a
     GPU (the flow joins both branches): in the ``else`` (or ``elif``) of an
     ``if`` that tests for CUDA (``torch.cuda.is_available()``, ``args.cuda``,
-    ``x.is_cuda``...), or under ``if not`` such a test."""
-    parents = analysis.ast_parents(flow)
-    statement = node
-    while statement is not None and not isinstance(statement, ast.stmt):
-        statement = parents.get(statement)
+    ``train_on_gpu``, ``x.is_cuda``...), under ``if not`` such a test, or in
+    the matching branch of a conditional expression (``a.numpy() if not
+    train_on_gpu else a.cpu().numpy()``)."""
     facts = analysis.of(rule)
-    child = facts.statement_at(flow.span(statement)[0]) if statement is not None else None
+    child = _cst_node(facts, flow, node)
     block = facts.parent(child) if child is not None else None
     while block is not None:
-        if isinstance(block, cst.If):
-            test = block.test
-            if child is block.orelse and not isinstance(test, cst.BooleanOperation) and analysis._tests_for_cuda(facts, test):
-                return True
-            if child is block.body and isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and analysis._tests_for_cuda(facts, test.expression):
+        if isinstance(block, (cst.If, cst.IfExp)):
+            truth = True if child is block.body else False if child is block.orelse else None
+            if truth is not None and _without_cuda(facts, block.test, truth):
                 return True
         if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
         child, block = block, facts.parent(block)
     return False
+
+
+def _without_cuda(facts, test: cst.BaseExpression, truth: bool) -> bool:
+    """``test`` evaluating to ``truth`` shows that CUDA is not in use: a CUDA
+    test that is false (``not train_on_gpu``, the ``else`` of ``if
+    args.cuda:``), a CPU flag that is true (``args.no_cuda``), a device
+    compared with ``"cpu"``. An ``and``/``or`` of tests says nothing here (``a
+    and b`` false does not make either false)."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, truth = test.expression, not truth
+    if isinstance(test, cst.BooleanOperation):
+        return False
+    if not truth and analysis._tests_for_cuda(facts, test):
+        return True
+    if isinstance(test, cst.Comparison):
+        # only a device compared with a string: `n_gpu > 0` is not two-valued here
+        sides = [test.left, *(c.comparator for c in test.comparisons)]
+        if not any(hard_coded_cuda._string_of(side) is not None for side in sides):
+            return False
+    elif not isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
+        return False
+    return hard_coded_cuda.cuda_test(test, not truth)
+
+
+def _moved_to_host_under_cuda_test(rule: Rule, flow, sink) -> bool:
+    """The code already copies the value to the host wherever CUDA is in use:
+    before the read, its function holds ``if train_on_gpu: p = p.cpu()``, and
+    the value read is ``p``, or a name bound from ``p`` after that
+    (``p, top_ch = p.topk(k)``) and not rebound from anything else. The flow
+    joins the two ``if``s that test the same flag (one moved the input to the
+    GPU, one moves the result back) as if either could run alone."""
+    value = sink.value
+    if not isinstance(value, ast.Name):
+        return False
+    parents = analysis.ast_parents(flow)
+    scope = parents.get(sink.node)
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+        scope = parents.get(scope)
+    if scope is None or isinstance(scope, ast.Lambda):
+        return False
+    facts = analysis.of(rule)
+    read_at = flow.span(sink.node)[0]
+    moved: dict[str, int] = {}  # name -> where its move to the host ends
+    for statement in _own_statements(scope):
+        if not isinstance(statement, ast.If) or flow.span(statement)[1] > read_at:
+            continue
+        test = _cst_node(facts, flow, statement.test)
+        if test is None or not (analysis._tests_for_cuda(facts, test) or hard_coded_cuda.cuda_test(test, True)):
+            continue
+        for inner in statement.body:
+            if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name) and _to_host(inner.value):
+                moved[inner.targets[0].id] = flow.span(statement)[1]
+    if not moved:
+        return False
+    # names bound after a move, from the moved name (`p, top_ch = p.topk(k)`)
+    held = dict(moved)
+    for statement in _own_statements(scope):
+        start = flow.span(statement)[0]
+        if start >= read_at or not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            continue
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        reads = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)} if statement.value is not None else set()
+        for name in names:
+            if any(held.get(r, read_at) < start for r in reads):
+                held.setdefault(name, start)
+            elif name in held and held[name] < start:
+                del held[name]  # rebound from something else
+    return value.id in held and held[value.id] < read_at
+
+
+def _own_statements(scope: ast.AST):
+    """The statements of a function (or module), nested blocks included, not
+    those of functions or classes inside it."""
+    stack = list(reversed(scope.body))
+    while stack:
+        statement = stack.pop()
+        yield statement
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stack.extend(reversed([s for s in getattr(statement, field, []) if isinstance(s, (ast.stmt, ast.excepthandler))]))
+
+
+def _to_host(value: ast.AST) -> bool:
+    """``x.cpu()``, ``x.to("cpu")``, ``x.data.cpu()``."""
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return False
+    if value.func.attr == "cpu":
+        return True
+    return value.func.attr == "to" and len(value.args) == 1 and isinstance(value.args[0], ast.Constant) and value.args[0].value == "cpu"
+
+
+def _cst_node(facts, flow, node: ast.AST) -> cst.CSTNode | None:
+    """The libcst node spanning what ``node`` spans (the innermost one), found
+    from the statement holding it."""
+    parents = analysis.ast_parents(flow)
+    statement = node
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = parents.get(statement)
+    if statement is None:
+        return None
+    current = facts.statement_at(flow.span(statement)[0])
+    if current is None:
+        return None
+    start, end = flow.span(node)
+    while True:
+        inner = next((c for c in current.children if facts.start(c) <= start and end <= facts.end(c) and facts.end(c) > facts.start(c)), None)
+        if inner is None:
+            return current
+        current = inner
 
 
 def _dot_before(text: str, name_start: int) -> int | None:

@@ -464,3 +464,52 @@ def test_a_loaded_checkpoint_read_any_other_way_is_only_reported(tmp_path):
     done = run_fixdev("--diff", "--no-cache", "--select", "FDV105", "c.py", cwd=tmp_path)
     assert done.returncode == 1 and done.stdout == b""
     assert b"FDV105" in done.stderr
+
+
+# -- issue 12: numpy-on-device on real code (udacity deep-learning-v2-pytorch) ----
+
+FLAG_HANDLED_NUMPY = """\
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+train_on_gpu = torch.cuda.is_available()
+net = nn.Linear(8, 4)
+if train_on_gpu:
+    net.cuda()
+
+
+def predict(x, top_k):
+    inputs = torch.from_numpy(x)
+    if train_on_gpu:
+        inputs = inputs.cuda()
+    p = F.softmax(net(inputs), dim=1).data
+    if train_on_gpu:
+        p = p.cpu()  # move to cpu
+    p, top_ch = p.topk(top_k)
+    top_ch = top_ch.numpy().squeeze()
+    p = p.numpy().squeeze()
+    return p, top_ch
+
+
+images = torch.randn(2, 8)
+if train_on_gpu:
+    images = images.cuda()
+_, preds_tensor = torch.max(net(images), 1)
+preds = np.squeeze(preds_tensor.numpy()) if not train_on_gpu else np.squeeze(preds_tensor.cpu().numpy())
+with torch.no_grad():
+    top = net(images).numpy()
+"""
+
+
+def test_numpy_reads_the_code_already_handles_for_a_gpu_are_left_alone(tmp_path):
+    """A result copied back under the flag that moved the input (`if
+    train_on_gpu: p = p.cpu()`), and a `.numpy()` in the branch of `x if not
+    train_on_gpu else y` that runs without a GPU, read host tensors: fixdev
+    had added `.detach().cpu()` to 10 such reads. The last read is a real one."""
+    (tmp_path / "predict.py").write_text(FLAG_HANDLED_NUMPY)
+    done = run_fixdev("--apply", "--no-cache", "--select", "FDV108", "predict.py", cwd=tmp_path)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    text = (tmp_path / "predict.py").read_text()
+    assert text == FLAG_HANDLED_NUMPY.replace("top = net(images).numpy()", "top = net(images).cpu().numpy()")
