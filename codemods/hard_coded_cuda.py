@@ -190,6 +190,8 @@ def guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
         truth = _branch_truth(current, child)
         if truth is not None and cuda_test(current.test, truth):
             return True
+        if truth and isinstance(current.test, cst.Name) and _flag_set_for_cuda(facts, current.test.value, current):
+            return True
         if isinstance(current, cst.BooleanOperation) and child is current.right:
             if cuda_test(current.left, isinstance(current.operator, cst.And)):
                 return True
@@ -202,6 +204,40 @@ def guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
                 return True
         child, current = current, facts.parent(current)
     return _module_marked_cuda(facts)
+
+
+def _flag_set_for_cuda(facts: "FileAnalysis", name: str, holder: cst.CSTNode) -> bool:
+    """``name`` is a flag the function holding ``holder`` sets to ``True`` only
+    under a CUDA test, and otherwise to ``False`` (``need_sync = False``, then
+    ``if arg.is_cuda: need_sync = True``): ``if need_sync:`` runs only with
+    CUDA."""
+    scope = facts.enclosing(holder, cst.FunctionDef) or facts.module
+    if isinstance(scope, cst.FunctionDef) and name in placement.parameter_names(scope):
+        return False  # the caller may pass True
+    sets_true = 0
+    stack: list[cst.CSTNode] = list(scope.body.children if isinstance(scope, cst.FunctionDef) else scope.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(node.children)
+        if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)) and dotted(node.target) == name:
+            return False
+        if isinstance(node, (cst.For, cst.With, cst.ExceptHandler, cst.Global, cst.Nonlocal)) and name in placement.bound_names(node):
+            return False  # bound some other way too
+        if not isinstance(node, cst.Assign) or not any(dotted(t.target) == name for t in node.targets):
+            continue
+        if len(node.targets) != 1 or not isinstance(node.value, cst.Name) or node.value.value not in ("True", "False"):
+            return False
+        if node.value.value == "False":
+            continue
+        child, current = node, facts.parent(node)
+        while current is not None and current is not scope and not (_branch_truth(current, child) is True and cuda_test(current.test, True)):
+            child, current = current, facts.parent(current)
+        if current is None or current is scope:
+            return False
+        sets_true += 1
+    return sets_true > 0
 
 
 def _module_marked_cuda(facts: "FileAnalysis") -> bool:
@@ -419,7 +455,8 @@ class HardCodedCuda(Rule):
     ## When it stays silent
     Under a check that CUDA is in use: `if torch.cuda.is_available():`, an
     `args.cuda` / `use_gpu` flag, `x.is_cuda`, `device.type == "cuda"`,
-    `device != "cpu"`, `c and x.to("cuda")`, after `assert
+    `device != "cpu"`, `c and x.to("cuda")`, a flag the function sets to
+    `True` only under such a test (`if arg.is_cuda: need_sync = True`), after `assert
     torch.cuda.is_available()` or `if not ...: return`, inside a `try` that
     catches the failure, and in functions or classes whose name or decorators
     say cuda, gpu, nvtx or autocast (`def test_cuda_...`,
@@ -434,7 +471,8 @@ class HardCodedCuda(Rule):
     with something (`x.device == torch.device("cuda")`);
     `torch.autocast("cuda")` (which only warns without CUDA); a
     `device="cuda"` parameter that the function compares (`if device ==
-    "cpu":`), checks CUDA for, or only hands to autocast or a grad scaler, or
+    "cpu":`), checks CUDA for, or only hands to autocast or a grad scaler
+    (also a scaler's own `super().__init__(device)`), or
     that also takes a GPU index (`device: int | str | torch.device = "cuda"`); a
     `"cuda"` string handed to a function outside torch (`skipIf(device="cuda")`:
     its meaning is the callee's). Reported without a fix: a choice where
@@ -599,11 +637,27 @@ class HardCodedCuda(Rule):
             if not isinstance(call, cst.Call) or facts.enclosing(call, cst.FunctionDef) is not func:
                 continue
             names = self.qualified_names(call.func)
+            if self._super_init(call, func):
+                # `class ShardedGradScaler(GradScaler): super().__init__(device)`
+                names = {n for base in facts.enclosing(func, cst.ClassDef).bases for n in self.qualified_names(base.value)}
             if any("autocast" in n or n.startswith(("torch.amp.", "torch.cuda.amp.")) for n in names):
                 amp = True
             elif (arg.keyword is not None and arg.keyword.value == "device") or analysis.last_name(call.func) == "to":
                 placing = True
         return amp and not placing
+
+    def _super_init(self, call: cst.Call, func: cst.FunctionDef) -> bool:
+        """``super().__init__(...)`` in the ``__init__`` of a class."""
+        if func.name.value != "__init__" or analysis.of(self).enclosing(func, cst.ClassDef) is None:
+            return False
+        target = call.func
+        return (
+            isinstance(target, cst.Attribute)
+            and target.attr.value == "__init__"
+            and isinstance(target.value, cst.Call)
+            and isinstance(target.value.func, cst.Name)
+            and target.value.func.value == "super"
+        )
 
     def _choice(self, node: cst.SimpleString, at: cst.CSTNode, torch: str | None = None, silent_at: cst.CSTNode | None = None) -> None:
         """A device is chosen here: give the choice its fallback in place."""

@@ -513,3 +513,57 @@ def test_numpy_reads_the_code_already_handles_for_a_gpu_are_left_alone(tmp_path)
     assert b"Traceback" not in done.stderr, done.stderr.decode()
     text = (tmp_path / "predict.py").read_text()
     assert text == FLAG_HANDLED_NUMPY.replace("top = net(images).numpy()", "top = net(images).cpu().numpy()")
+
+
+# -- issue 12: hard-coded-cuda on torch's own tree ---------------------------------
+
+SYNC_FLAG_AND_SCALER = """\
+import torch
+from torch.amp.grad_scaler import GradScaler
+
+
+def run_and_sync(fn, args):
+    from torch.cuda import synchronize
+
+    fn(*args)
+    need_sync = False
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and arg.is_cuda:
+            need_sync = True
+            break
+    if need_sync:
+        synchronize()
+
+
+def sync_when_asked(need_sync):
+    if need_sync:
+        torch.cuda.synchronize()
+
+
+class ShardedGradScaler(GradScaler):
+    def __init__(self, device: str = "cuda", init_scale: float = 2.0**16) -> None:
+        super().__init__(device, init_scale=init_scale)
+
+
+class Runner:
+    def __init__(self, model, device="cuda"):
+        super().__init__()
+        self.model = model.to(device)
+"""
+
+
+def test_cuda_flag_set_for_cuda_tensors_and_a_grad_scaler_base_are_left_alone(tmp_path):
+    """`if need_sync: synchronize()`, where need_sync is set only for CUDA
+    tensors, runs only with CUDA; a scaler's device handed to GradScaler's
+    __init__ only warns without CUDA (torch/_dynamo/repro/aoti.py,
+    torch/distributed/fsdp/sharded_grad_scaler.py). A flag the caller passes,
+    and a device a plain class places a model on, are still fixed."""
+    (tmp_path / "sync.py").write_text(SYNC_FLAG_AND_SCALER)
+    done = run_fixdev("--apply", "--no-cache", "--select", "FDV109", "sync.py", cwd=tmp_path)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    text = (tmp_path / "sync.py").read_text()
+    expected = SYNC_FLAG_AND_SCALER.replace(
+        "    if need_sync:\n        torch.cuda.synchronize()\n",
+        "    if need_sync:\n        if torch.cuda.is_available():\n            torch.cuda.synchronize()\n",
+    ).replace('def __init__(self, model, device="cuda"):', 'def __init__(self, model, device="cuda" if torch.cuda.is_available() else "cpu"):')
+    assert text == expected
