@@ -261,7 +261,7 @@ def distributed(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
     ``"cuda:1"``), or uses CUDA-only APIs that no guard makes portable
     (``torch.cuda.Event``, ``torch.cuda.current_device()``, CUDA graphs, NVTX;
     ``node`` itself aside); or the file imports a GPU kernel language
-    (Triton, CUTLASS, CuPy, PyCUDA, Numba's CUDA)."""
+    (Triton, CUTLASS, CuPy, PyCUDA, Numba's CUDA, TensorRT)."""
     if _imports_gpu_kernels(facts):
         return True
     scope = facts.enclosing(node, cst.FunctionDef) or facts.module
@@ -279,7 +279,8 @@ _PORTABLE = frozenset(
     "memory_allocated max_memory_allocated memory_reserved max_memory_reserved is_initialized "
     "is_bf16_supported get_arch_list amp".split()
 ) | GUARDABLE_CALLS
-_KERNEL_LANGUAGES = frozenset({"triton", "cutlass", "cupy", "pycuda", "cuda", "numba.cuda"})
+# (TensorRT: an inference runtime that only runs on NVIDIA GPUs)
+_KERNEL_LANGUAGES = frozenset({"triton", "cutlass", "cupy", "pycuda", "cuda", "numba.cuda", "tensorrt"})
 
 
 def _imports_gpu_kernels(facts: "FileAnalysis") -> bool:
@@ -466,7 +467,7 @@ class HardCodedCuda(Rule):
     the device (`f"cuda:{rank}"`) or names a second GPU (`"cuda:1"`); one that
     uses CUDA-only APIs no guard makes portable (`torch.cuda.Event`,
     `torch.cuda.current_device()`, CUDA graphs); a file that imports Triton,
-    CUTLASS, CuPy, PyCUDA or Numba's CUDA. A device name assigned more than
+    CUTLASS, CuPy, PyCUDA, Numba's CUDA or TensorRT. A device name assigned more than
     once in its scope (the program chooses elsewhere too); `"cuda"` compared
     with something (`x.device == torch.device("cuda")`);
     `torch.autocast("cuda")` (which only warns without CUDA); a

@@ -567,3 +567,24 @@ def test_cuda_flag_set_for_cuda_tensors_and_a_grad_scaler_base_are_left_alone(tm
         "    if need_sync:\n        if torch.cuda.is_available():\n            torch.cuda.synchronize()\n",
     ).replace('def __init__(self, model, device="cuda"):', 'def __init__(self, model, device="cuda" if torch.cuda.is_available() else "cpu"):')
     assert text == expected
+
+
+TENSORRT_SCRIPT = """\
+import numpy as np
+import tensorrt as trt
+import torch
+
+device = torch.device('cuda:0')
+logger = trt.Logger(trt.Logger.INFO)
+"""
+
+
+def test_a_tensorrt_script_is_gpu_code_on_purpose(tmp_path):
+    """A TensorRT engine runs only on an NVIDIA GPU: a CPU fallback for its
+    device is no fix (yolov7's tools/YOLOv7trt.ipynb)."""
+    (tmp_path / "trt_infer.py").write_text(TENSORRT_SCRIPT)
+    done = run_fixdev("--diff", "--no-cache", "--select", "FDV109", "trt_infer.py", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout == b"", done.stdout.decode()
+    (tmp_path / "plain.py").write_text(TENSORRT_SCRIPT.replace("import tensorrt as trt\n", ""))
+    done = run_fixdev("--diff", "--no-cache", "--select", "FDV109", "plain.py", cwd=tmp_path)
+    assert b"torch.cuda.is_available()" in done.stdout
