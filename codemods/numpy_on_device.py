@@ -29,7 +29,7 @@ class NumpyOnDevice(Rule):
     where `t` may require grad: it comes from a model (its output or a
     parameter), from a `requires_grad=True` factory or from something the
     analysis does not show to be a plain tensor, it was not detached on the
-    way (`.detach()`, `.data`), and the read is not inside `torch.no_grad()`
+    way (`.detach()`, `.data`, also where its name is bound), and the read is not inside `torch.no_grad()`
     or `torch.inference_mode()` (a `with` block or a decorator).
 
     ## Why is this bad?
@@ -291,11 +291,12 @@ def _may_require_grad(flow, sink) -> bool:
     ``torch.no_grad()`` / ``inference_mode()`` (a ``with`` block or a
     decorator of its function)."""
     receiver = sink.value
+    if _detached_chain(receiver):
+        return False
     while isinstance(receiver, (ast.Call, ast.Attribute, ast.Subscript)):
-        func = receiver.func if isinstance(receiver, ast.Call) else receiver
-        if isinstance(func, ast.Attribute) and func.attr in ("detach", "data", "detach_"):
-            return False
-        receiver = func.value if isinstance(func, ast.Attribute) else getattr(func, "value", None)
+        receiver = receiver.func.value if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) else getattr(receiver, "value", None)
+    if isinstance(receiver, ast.Name) and _detached_where_bound(flow, sink.node, receiver.id):
+        return False
     if _under_no_grad(flow, sink.node):
         return False
     if flow.value(sink.value).flags & FOLLOWS_MODULE:
@@ -309,6 +310,42 @@ def _may_require_grad(flow, sink) -> bool:
             if any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant) and not k.value.value) for k in origin.keywords):
                 return True
     return False
+
+
+def _detached_chain(value: ast.AST) -> bool:
+    """A method chain with ``.detach()`` or ``.data`` in it (``out.detach().argmax(1)``)."""
+    while isinstance(value, (ast.Call, ast.Attribute, ast.Subscript)):
+        func = value.func if isinstance(value, ast.Call) else value
+        if isinstance(func, ast.Attribute) and func.attr in ("detach", "data", "detach_"):
+            return True
+        value = func.value if isinstance(func, ast.Attribute) else getattr(func, "value", None)
+    return False
+
+
+def _detached_where_bound(flow, read: ast.AST, name: str) -> bool:
+    """Every binding of ``name`` in the scope of ``read`` is a plain
+    assignment of a detached chain (``scores = net(x).detach()``); a parameter,
+    a loop variable or any other binding may hold a tensor that records a
+    gradient."""
+    parents = analysis.ast_parents(flow)
+    scope = parents.get(read)
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+        scope = parents.get(scope)
+    if scope is None or isinstance(scope, ast.Lambda):
+        return False
+    if not isinstance(scope, ast.Module) and name in {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}:
+        return False
+    found = False
+    for statement in _own_statements(scope):
+        for node in ast.walk(statement) if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ():
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
+                assigned = parents.get(node)
+                if not (isinstance(assigned, ast.Assign) and assigned.targets == [node] and _detached_chain(assigned.value)):
+                    return False
+                found = True
+            elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+                return False
+    return found
 
 
 def _under_no_grad(flow, node: ast.AST) -> bool:

@@ -588,3 +588,28 @@ def test_a_tensorrt_script_is_gpu_code_on_purpose(tmp_path):
     (tmp_path / "plain.py").write_text(TENSORRT_SCRIPT.replace("import tensorrt as trt\n", ""))
     done = run_fixdev("--diff", "--no-cache", "--select", "FDV109", "plain.py", cwd=tmp_path)
     assert b"torch.cuda.is_available()" in done.stdout
+
+
+DETACHED_WHERE_BOUND = """\
+import torch
+import torch.nn as nn
+
+net = nn.Linear(4, 2).to("cuda")
+x = torch.randn(3, 4).to("cuda")
+scores = net(x).detach()
+a = scores.numpy()
+y = net(x).detach()
+y = net(x)
+b = y.numpy()
+"""
+
+
+def test_a_value_detached_where_it_is_bound_gets_no_second_detach(tmp_path):
+    """`scores = net(x).detach()` records no gradient: reading it needs
+    `.cpu()` only. A name also bound from the model itself still gets
+    `.detach().cpu()`."""
+    (tmp_path / "read.py").write_text(DETACHED_WHERE_BOUND)
+    done = run_fixdev("--apply", "--no-cache", "--select", "FDV108", "read.py", cwd=tmp_path)
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    text = (tmp_path / "read.py").read_text()
+    assert "a = scores.cpu().numpy()\n" in text and "b = y.detach().cpu().numpy()\n" in text
