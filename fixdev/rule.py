@@ -8,6 +8,7 @@ what order, and checks the result. A rule never reads files or prints.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import re
 import textwrap
@@ -88,6 +89,7 @@ _BINDINGS: dict[type, str] = {
     cst.MatchMapping: "rest",
 }
 _NODE_TYPES: dict[type, bool] = {}
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def _is_node(value_type: type) -> bool:
@@ -206,8 +208,15 @@ class FileIndex:
                 return {STAR_IMPORTED}
             return set()
         targets = self._targets[name]
-        if name in self.rebound or len(targets) != 1 or name not in self._top_level:
+        if name in self.rebound or len(targets) != 1:
             return None
+        if name not in self._top_level and name in _BUILTIN_NAMES:
+            return None  # imported in a function only: elsewhere the name is the builtin
+        # A name only imports bind, all to one target, means that target
+        # wherever it is bound; where it is not (a use outside the function
+        # that imports it), the code would raise NameError, so no answer is
+        # wrong there. libcst's scope analysis, which would say the same, costs
+        # more than all the rules on a large file.
         (target,) = targets
         return {".".join([target, *attributes])} if target else set()
 

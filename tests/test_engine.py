@@ -198,3 +198,46 @@ def test_noqa_with_a_code_prefix_suppresses(tmp_path, fixdev):
     (tmp_path / "m.py").write_text("import torch\ny = torch.ones(x.shape)  # noqa: FDV1\nz = torch.ones(w.shape)  # noqa: FDV2\n")
     result = fixdev("--output-format", "concise", "m.py", cwd=tmp_path)
     assert [line.split(":")[1] for line in result.stdout.decode().splitlines()] == ["3"]
+
+
+LOCAL_IMPORTS = '''\
+import os
+
+
+def load(path):
+    import torch
+    from numpy import asarray as arr
+    return torch.load(path), arr([1]), os.sep
+
+
+def other(x):
+    from mylib import open
+    return open(x)
+
+
+def elsewhere():
+    return open("f")
+'''
+
+
+def test_names_imported_inside_functions_resolve_as_libcsts_scope_analysis_does():
+    """The fast path (imports alone) gives libcst's answer for names only a
+    function's imports bind; a builtin's name imported in one function stays
+    the builtin elsewhere, so the scope analysis is asked for it."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
+
+    from fixdev.rule import RuleContext
+
+    wrapper = MetadataWrapper(cst.parse_module(LOCAL_IMPORTS))
+    context = RuleContext(module=wrapper.module, text=LOCAL_IMPORTS, wrapper=wrapper)
+    provider = wrapper.resolve(QualifiedNameProvider)
+    calls = [n for n in context.index().order if isinstance(n, cst.Call)]
+    assert len(calls) == 4
+    for call in calls:
+        found = provider[call.func]
+        found = found() if callable(found) else found  # lazy in newer libcst
+        expected = {q.name for q in found if q.source is not QualifiedNameSource.LOCAL}
+        assert context.qualified_names(call.func) == expected, cst.Module([]).code_for_node(call)
+    assert context.index().resolve("torch", ["load"]) == {"torch.load"}  # no scope analysis needed
+    assert context.index().resolve("open", []) is None  # the builtin elsewhere: libcst decides
