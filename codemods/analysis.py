@@ -8,6 +8,7 @@ lives is the device flow's answer (``flow.FileFlow``, through ``flow_of``,
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Iterable
 
 import libcst as cst
@@ -15,7 +16,7 @@ import libcst as cst
 from fixdev.rule import CharSpanProvider, Edit, dotted
 
 from . import placement
-from .flow import FLAG_NAMES, LIGHTNING_MODULES, NOT_MODULES
+from .flow import LIGHTNING_MODULES, NOT_MODULES
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext
@@ -315,28 +316,78 @@ class FileAnalysis:
         return None
 
 
-def _tests_for_cuda(facts: "FileAnalysis", test: cst.BaseExpression) -> bool:
-    """``test`` is true only where CUDA is in use: ``torch.cuda.is_available()``,
-    a CUDA flag (``args.cuda``, ``use_gpu``), ``x.is_cuda``,
-    ``device.type == "cuda"``, ``"cuda" in str(device)``; or an ``and`` of
-    tests one of which is."""
+# A name that says CUDA is in use, or that it is not (read as a test's words).
+CUDA_WORD = re.compile(r"cuda|gpu|accelerator")
+CPU_WORD = re.compile(r"cpu|no_cuda|no_gpu|disable")
+
+
+def words_of(node: cst.CSTNode) -> list[str]:
+    """The lowercased names and attribute names ``node`` reads."""
+    found = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            found.append(current.value.lower())
+        elif isinstance(current, cst.SimpleString):
+            continue
+        stack.extend(current.children)
+    return found
+
+
+def string_of(node: cst.CSTNode) -> str | None:
+    """The value of a string literal, or of ``torch.device("...")``."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.Call) and last_name(node.func) == "device" and len(node.args) == 1:
+        return string_of(node.args[0].value)
+    return None
+
+
+def cuda_test(test: cst.BaseExpression, truth: bool) -> bool:
+    """``test`` evaluating to ``truth`` shows that CUDA is in use: an
+    availability check, a flag or attribute that says cuda or gpu (``args.cuda``,
+    ``use_gpu``, ``x.is_cuda``, ``n_gpu > 0``), or a device compared with
+    ``"cuda"`` (``device.type == "cuda"``) or ``"cpu"`` (``!=``)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return cuda_test(test.expression, not truth)
     if isinstance(test, cst.BooleanOperation):
-        return isinstance(test.operator, cst.And) and (_tests_for_cuda(facts, test.left) or _tests_for_cuda(facts, test.right))
-    if isinstance(test, cst.Call):
-        return "torch.cuda.is_available" in facts.qnames(test.func)
-    chain = dotted(test)
-    if chain is not None:
-        last = chain.rsplit(".", 1)[-1]
-        return last in FLAG_NAMES or last == "is_cuda"
+        sides = (test.left, test.right)
+        if isinstance(test.operator, cst.And) == truth:
+            return any(cuda_test(side, truth) for side in sides)  # a and b true / a or b false
+        return all(cuda_test(side, truth) for side in sides)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
-        sides = [test.left, target.comparator]
-        says_cuda = any(isinstance(side, cst.SimpleString) and side.evaluated_value == "cuda" for side in sides)
-        if isinstance(target.operator, cst.Equal):
-            return says_cuda and any(isinstance(side, cst.Attribute) and side.attr.value == "type" for side in sides)
-        if isinstance(target.operator, cst.In):
-            return says_cuda
+        operator = target.operator
+        for side in (test.left, target.comparator):
+            value = string_of(side)
+            if value is None:
+                continue
+            positive = isinstance(operator, (cst.Equal, cst.In, cst.Is))
+            if not positive and not isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot)):
+                return False
+            if value.startswith("cuda"):
+                return positive == truth
+            if value == "cpu":
+                return positive != truth
+            return False
+        return any(CUDA_WORD.search(w) for w in words_of(test))  # torch.cuda.device_count() > 0, n_gpu == 0
+    if isinstance(test, cst.Call) and last_name(test.func) == "startswith" and test.args:
+        value = string_of(test.args[0].value)
+        return value is not None and value.startswith("cuda") and truth
+    if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
+        words = words_of(test)
+        if any(CPU_WORD.search(w) for w in words):
+            return not truth
+        return truth and any(CUDA_WORD.search(w) for w in words)
     return False
+
+
+def _tests_for_cuda(facts: "FileAnalysis", test: cst.BaseExpression) -> bool:
+    """``test`` is true only where CUDA is in use (``cuda_test``): the one
+    notion of a CUDA test that every rule's silence uses."""
+    return cuda_test(test, True)
 
 
 def cuda_guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:

@@ -28,8 +28,6 @@ GUARDABLE_CALLS = frozenset(
 # torch.cuda functions that raise without CUDA and return something: reported.
 QUERIES = frozenset("current_device get_device_name get_device_properties get_device_capability mem_get_info".split())
 _CUDA_LITERAL = re.compile(r"cuda(?::\d+)?")
-_CUDA_WORD = re.compile(r"cuda|gpu|accelerator")
-_CPU_WORD = re.compile(r"cpu|no_cuda|no_gpu|disable")
 # in a function's or class's name: code written for CUDA (`def test_cuda_...`,
 # `class emit_nvtx`, `class autocast`)
 _CUDA_DESIGN_WORD = re.compile(r"cuda|gpu|accelerator|nvtx|autocast")
@@ -57,69 +55,6 @@ def fallback_text(literal: cst.SimpleString, code: str, torch: str) -> str:
 
 
 # -- where CUDA is known to be in use ----------------------------------------------
-
-
-def _words(node: cst.CSTNode) -> list[str]:
-    """The lowercased names and attribute names ``node`` reads."""
-    found = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            found.append(current.value.lower())
-        elif isinstance(current, cst.SimpleString):
-            continue
-        stack.extend(current.children)
-    return found
-
-
-def _string_of(node: cst.CSTNode) -> str | None:
-    """The value of a string literal, or of ``torch.device("...")``."""
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    if isinstance(node, cst.Call) and analysis.last_name(node.func) == "device" and len(node.args) == 1:
-        return _string_of(node.args[0].value)
-    return None
-
-
-def cuda_test(test: cst.BaseExpression, truth: bool) -> bool:
-    """``test`` evaluating to ``truth`` shows that CUDA is in use: an
-    availability check, a flag or attribute that says cuda or gpu (``args.cuda``,
-    ``use_gpu``, ``x.is_cuda``, ``n_gpu > 0``), or a device compared with
-    ``"cuda"`` (``device.type == "cuda"``) or ``"cpu"`` (``!=``)."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return cuda_test(test.expression, not truth)
-    if isinstance(test, cst.BooleanOperation):
-        sides = (test.left, test.right)
-        if isinstance(test.operator, cst.And) == truth:
-            return any(cuda_test(side, truth) for side in sides)  # a and b true / a or b false
-        return all(cuda_test(side, truth) for side in sides)
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        target = test.comparisons[0]
-        operator = target.operator
-        for side in (test.left, target.comparator):
-            value = _string_of(side)
-            if value is None:
-                continue
-            positive = isinstance(operator, (cst.Equal, cst.In, cst.Is))
-            if not positive and not isinstance(operator, (cst.NotEqual, cst.NotIn, cst.IsNot)):
-                return False
-            if value.startswith("cuda"):
-                return positive == truth
-            if value == "cpu":
-                return positive != truth
-            return False
-        return any(_CUDA_WORD.search(w) for w in _words(test))  # torch.cuda.device_count() > 0, n_gpu == 0
-    if isinstance(test, cst.Call) and analysis.last_name(test.func) == "startswith" and test.args:
-        value = _string_of(test.args[0].value)
-        return value is not None and value.startswith("cuda") and truth
-    if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
-        words = _words(test)
-        if any(_CPU_WORD.search(w) for w in words):
-            return not truth
-        return truth and any(_CUDA_WORD.search(w) for w in words)
-    return False
 
 
 def _branch_truth(holder: cst.CSTNode, child: cst.CSTNode) -> bool | None:
@@ -157,15 +92,15 @@ def _checked_before(statement: cst.CSTNode, block: cst.CSTNode) -> bool:
         if earlier is statement:
             return False
         if isinstance(earlier, cst.SimpleStatementLine):
-            if any(isinstance(s, cst.Assert) and cuda_test(s.test, True) for s in earlier.body):
+            if any(isinstance(s, cst.Assert) and analysis.cuda_test(s.test, True) for s in earlier.body):
                 return True
-        elif isinstance(earlier, cst.If) and cuda_test(earlier.test, False) and _exits(earlier.body):
+        elif isinstance(earlier, cst.If) and analysis.cuda_test(earlier.test, False) and _exits(earlier.body):
             return True
     return False
 
 
 def _mentions_cuda(node: cst.CSTNode) -> bool:
-    return any(_CUDA_WORD.search(w) for w in _words(node))
+    return any(analysis.CUDA_WORD.search(w) for w in analysis.words_of(node))
 
 
 def _catches_missing_cuda(handler: cst.ExceptHandler) -> bool:
@@ -188,12 +123,12 @@ def guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
     child, current = node, facts.parent(node)
     while current is not None:
         truth = _branch_truth(current, child)
-        if truth is not None and cuda_test(current.test, truth):
+        if truth is not None and analysis.cuda_test(current.test, truth):
             return True
         if truth and isinstance(current.test, cst.Name) and _flag_set_for_cuda(facts, current.test.value, current):
             return True
         if isinstance(current, cst.BooleanOperation) and child is current.right:
-            if cuda_test(current.left, isinstance(current.operator, cst.And)):
+            if analysis.cuda_test(current.left, isinstance(current.operator, cst.And)):
                 return True
         if isinstance(current, cst.Try) and child is current.body and any(_catches_missing_cuda(h) for h in current.handlers):
             return True
@@ -232,7 +167,7 @@ def _flag_set_for_cuda(facts: "FileAnalysis", name: str, holder: cst.CSTNode) ->
         if node.value.value == "False":
             continue
         child, current = node, facts.parent(node)
-        while current is not None and current is not scope and not (_branch_truth(current, child) is True and cuda_test(current.test, True)):
+        while current is not None and current is not scope and not (_branch_truth(current, child) is True and analysis.cuda_test(current.test, True)):
             child, current = current, facts.parent(current)
         if current is None or current is scope:
             return False
@@ -595,7 +530,7 @@ class HardCodedCuda(Rule):
         func = analysis.of(self).enclosing(param, (cst.FunctionDef, cst.Lambda))
         if isinstance(func, cst.FunctionDef) and (self._names_an_autocast_device(func, param.name.value) or self._handles_devices(func, param.name.value)):
             return
-        if param.annotation is not None and "int" in _words(param.annotation.annotation):
+        if param.annotation is not None and "int" in analysis.words_of(param.annotation.annotation):
             return  # `device: int | str | torch.device = "cuda"`: a GPU index or "cuda", torch.cuda's own API
         # a default is evaluated where the def runs, in the scope around it
         self._choice(node, func if func is not None else param, silent_at=param)

@@ -8,7 +8,7 @@ import libcst as cst
 
 from fixdev.rule import Invalid, Rule
 
-from . import analysis, hard_coded_cuda
+from . import analysis
 from .flow import FOLLOWS_MODULE, What
 
 # Expressions a `.cpu()` can follow without parentheses.
@@ -179,11 +179,11 @@ def _without_cuda(facts, test: cst.BaseExpression, truth: bool) -> bool:
     if isinstance(test, cst.Comparison):
         # only a device compared with a string: `n_gpu > 0` is not two-valued here
         sides = [test.left, *(c.comparator for c in test.comparisons)]
-        if not any(hard_coded_cuda._string_of(side) is not None for side in sides):
+        if not any(analysis.string_of(side) is not None for side in sides):
             return False
     elif not isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
         return False
-    return hard_coded_cuda.cuda_test(test, not truth)
+    return analysis.cuda_test(test, not truth)
 
 
 def _moved_to_host_under_cuda_test(rule: Rule, flow, sink) -> bool:
@@ -209,7 +209,7 @@ def _moved_to_host_under_cuda_test(rule: Rule, flow, sink) -> bool:
         if not isinstance(statement, ast.If) or flow.span(statement)[1] > read_at:
             continue
         test = _cst_node(facts, flow, statement.test)
-        if test is None or not (analysis._tests_for_cuda(facts, test) or hard_coded_cuda.cuda_test(test, True)):
+        if test is None or not (analysis._tests_for_cuda(facts, test) or analysis.cuda_test(test, True)):
             continue
         for inner in statement.body:
             if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name) and _to_host(inner.value):

@@ -423,6 +423,13 @@ GUARDED = case("guarded", """\
         if torch.cuda.is_available() and x.is_cuda:
             x = x.cuda()
         return net, x
+
+    train_on_gpu = torch.cuda.is_available()
+    model = torch.nn.Linear(2, 2)
+    if train_on_gpu:
+        model.cuda()
+    if torch.cuda.device_count() > 1:
+        model = torch.nn.DataParallel(model).cuda()
     """)
 
 
