@@ -10,7 +10,7 @@ from fixdev.rule import Invalid, Rule
 
 from . import analysis, placement
 from .analysis import MOVES, TENSOR_METHODS
-from .flow import HOST, Device, SameAs, What
+from .flow import HOST, ZERO_DIM, Device, SameAs, What
 
 # Factories that take device=; from_numpy and the _like twins do not need it.
 FACTORIES = analysis.TENSOR_FACTORIES - {"torch.from_numpy"}
@@ -90,6 +90,9 @@ class FactoryDevice(Rule):
     trigger = (analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(", r"\bclass\b|\.(?:to|cuda)\s*\(|device")
 
     VALID = [
+        # a 0-dim host tensor combines with device tensors legally
+        "import torch, torch.nn as nn, torch.nn.functional as F\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n    def update(self, x, y):\n        objective = F.cross_entropy(self.fc(x), y)\n"
+        "        if len(x) > 1:\n            penalty = torch.nan_to_num(self.mmd(x, x))\n        else:\n            penalty = torch.tensor(0)\n        (objective + 0.1 * penalty).backward()\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3, device=x.device)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3).to(x.device)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        n = torch.zeros(3)\n        return n.sum().item() + x.shape[0]\n",
@@ -237,6 +240,8 @@ class FactoryDevice(Rule):
         method = facts.enclosing_method(node)
         if method is None or method[1].name.value == "__init__":
             return
+        if analysis.value_of(self, node).flags & ZERO_DIM:
+            return  # `torch.tensor(0)`: a 0-dim host tensor combines with device tensors legally
         func = method[1]
         met = _meets_device_tensor(facts, _Placed(self, func), node, func, MAX_HOPS)
         if met is None:
