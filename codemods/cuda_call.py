@@ -81,8 +81,9 @@ class CudaCall(Rule):
     Inside `with self.assertRaises(...)` or `with pytest.raises(...)` the code
     tests `.cuda()` itself: silent. Inside the body of an `if` that tests for
     CUDA (`if torch.cuda.is_available():`, `if args.cuda:`, `if use_gpu:`,
-    `if x.is_cuda:`, `if device.type == "cuda":`) the call runs only where
-    CUDA is meant to be: silent.
+    `if train_on_gpu:`, `if torch.cuda.device_count() > 1:`, `if x.is_cuda:`,
+    `if device.type == "cuda":`; any flag or name that says cuda or gpu, and
+    not cpu or no_cuda) the call runs only where CUDA is meant to be: silent.
     """
 
     code = "FDV104"
