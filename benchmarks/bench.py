@@ -121,6 +121,18 @@ def build_real_tree(target: Path, sources: list[Path]) -> tuple[list[str], list[
     return found, missing
 
 
+# libcst parsing every file; one it cannot parse (Python 2 code in a real
+# repository) costs its attempt and the loop goes on.
+PARSE_ALL = """\
+import sys, libcst
+for p in sys.argv[1:]:
+    try:
+        libcst.parse_module(open(p, 'rb').read())
+    except Exception:
+        pass
+"""
+
+
 def timed_env(**extra: str) -> dict:
     """The environment measured runs get: fixdev's modules read from their
     compiled ``.pyc``, as an installed fixdev's are (pip compiles them at
@@ -155,7 +167,7 @@ def bench_tree(title: str, tree: Path, work: Path, jobs: int, torchfix: str | No
     shutil.rmtree(cache, ignore_errors=True)
     env = timed_env(FIXDEV_CACHE_DIR=str(cache))
     print(f"\n{title}: {len(files)} files, {lines:,} lines; {os.cpu_count()} CPUs, --jobs {jobs}")
-    parse = measured([sys.executable, "-c", "import sys, libcst\nfor p in sys.argv[1:]: libcst.parse_module(open(p, 'rb').read())", *map(str, files)], tree, env)
+    parse = measured([sys.executable, "-c", PARSE_ALL, *map(str, files)], tree, env)
     fixdev = [sys.executable, "-m", "fixdev", "--check", "--output-format", "concise", "--quiet", "--jobs", str(jobs), "."]
     cold = measured(fixdev, tree, env)
     warm = measured(fixdev, tree, env)
@@ -184,8 +196,10 @@ def bench_tree(title: str, tree: Path, work: Path, jobs: int, torchfix: str | No
         failed.append(f"{title}: the one-worker output differs from the cold one")
     if baseline:
         print(f"baseline output == this fixdev's: {rows[4][1][2] == cold[2] and rows[4][1][3] == cold[3]}")
-    if cold[3] not in (0, 1):
-        failed.append(f"{title}: fixdev exited {cold[3]} (errors)")
+    # 2: some file could not be read or parsed (real repositories hold Python 2
+    # files); each is one error line on stderr, and the outputs are compared above.
+    if cold[3] not in (0, 1, 2):
+        failed.append(f"{title}: fixdev exited {cold[3]}")
     return failed
 
 
