@@ -94,7 +94,12 @@ NON_ASCII = (
 def test_char_spans_count_characters(text):
     context = _context(text)
     spans = context.metadata(CharSpanProvider)
-    leaves = [n for n in context.index().order if isinstance(n, (cst.Name, cst.SimpleString, cst.Comment, cst.FormattedStringText, cst.Integer))]
+    # every node, layout tokens (comments) included: the index leaves those out
+    nodes, stack = [], [context.module]
+    while stack:
+        nodes.append(stack.pop())
+        stack.extend(nodes[-1].children)
+    leaves = [n for n in nodes if isinstance(n, (cst.Name, cst.SimpleString, cst.Comment, cst.FormattedStringText, cst.Integer))]
     assert len(leaves) > 15
     for node in leaves:
         span = spans[node]
