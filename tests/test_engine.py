@@ -241,3 +241,25 @@ def test_names_imported_inside_functions_resolve_as_libcsts_scope_analysis_does(
         assert context.qualified_names(call.func) == expected, cst.Module([]).code_for_node(call)
     assert context.index().resolve("torch", ["load"]) == {"torch.load"}  # no scope analysis needed
     assert context.index().resolve("open", []) is None  # the builtin elsewhere: libcst decides
+
+
+def test_a_rule_that_would_visit_a_layout_token_is_refused():
+    """The index leaves layout tokens out, so a rule visiting one would never
+    be called: it is refused, with what to do instead."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
+
+    from fixdev.rule import Rule, RuleContext
+
+    class CommaCounter(Rule):
+        code = "FDV999"
+        name = "comma-counter"
+        message = "a comma"
+
+        def visit_Comma(self, node: cst.Comma) -> None:
+            self.report(node)
+
+    wrapper = MetadataWrapper(cst.parse_module("f(a, b)\n"))
+    context = RuleContext(module=wrapper.module, text="f(a, b)\n", wrapper=wrapper)
+    with pytest.raises(TypeError, match="CommaCounter.visit_Comma: the index leaves layout tokens out"):
+        context.run([CommaCounter(context)])
