@@ -384,18 +384,13 @@ def cuda_test(test: cst.BaseExpression, truth: bool) -> bool:
     return False
 
 
-def _tests_for_cuda(facts: "FileAnalysis", test: cst.BaseExpression) -> bool:
-    """``test`` is true only where CUDA is in use (``cuda_test``): the one
-    notion of a CUDA test that every rule's silence uses."""
-    return cuda_test(test, True)
-
-
 def cuda_guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
     """``node`` runs only inside the body of an ``if`` that tests for CUDA
-    (see ``_tests_for_cuda``): code written for the GPU, on purpose."""
+    (``cuda_test``, the one notion of a CUDA test every rule's silence
+    uses): code written for the GPU, on purpose."""
     child, block = node, facts.parent(node)
     while block is not None:
-        if isinstance(block, cst.If) and child is block.body and _tests_for_cuda(facts, block.test):
+        if isinstance(block, cst.If) and child is block.body and cuda_test(block.test, True):
             return True
         if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False

@@ -156,7 +156,7 @@ def runs_only_without_cuda(rule: Rule, flow, node: ast.AST) -> bool:
     while block is not None:
         if isinstance(block, (cst.If, cst.IfExp)):
             truth = True if child is block.body else False if child is block.orelse else None
-            if truth is not None and _without_cuda(facts, block.test, truth):
+            if truth is not None and _without_cuda(block.test, truth):
                 return True
         if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
@@ -164,7 +164,7 @@ def runs_only_without_cuda(rule: Rule, flow, node: ast.AST) -> bool:
     return False
 
 
-def _without_cuda(facts, test: cst.BaseExpression, truth: bool) -> bool:
+def _without_cuda(test: cst.BaseExpression, truth: bool) -> bool:
     """``test`` evaluating to ``truth`` shows that CUDA is not in use: a CUDA
     test that is false (``not train_on_gpu``, the ``else`` of ``if
     args.cuda:``), a CPU flag that is true (``args.no_cuda``), a device
@@ -174,7 +174,7 @@ def _without_cuda(facts, test: cst.BaseExpression, truth: bool) -> bool:
         test, truth = test.expression, not truth
     if isinstance(test, cst.BooleanOperation):
         return False
-    if not truth and analysis._tests_for_cuda(facts, test):
+    if not truth and analysis.cuda_test(test, True):
         return True
     if isinstance(test, cst.Comparison):
         # only a device compared with a string: `n_gpu > 0` is not two-valued here
@@ -209,7 +209,7 @@ def _moved_to_host_under_cuda_test(rule: Rule, flow, sink) -> bool:
         if not isinstance(statement, ast.If) or flow.span(statement)[1] > read_at:
             continue
         test = _cst_node(facts, flow, statement.test)
-        if test is None or not (analysis._tests_for_cuda(facts, test) or analysis.cuda_test(test, True)):
+        if test is None or not analysis.cuda_test(test, True):
             continue
         for inner in statement.body:
             if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name) and _to_host(inner.value):
