@@ -794,16 +794,25 @@ def evidence(report: Report, facts: FileFacts, line: int) -> Told:
     said = _said_device(report, role)
     if said is not None and _is_host(said) != (placement == "host"):
         return told  # the message's roles and the analysis disagree: say nothing
+    if not _place(told, helper, node, line, placement):
+        return told
+    where = "on the CPU" if placement == "host" else f"on {_spoken(devices[0])}"
+    told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, node))}` by itself; the error says it is {where} at line {line}")
+    return told
+
+
+def _place(told: Told, helper: _Facts, node: ast.expr, line: int, placement: str) -> bool:
+    """Tell that ``node`` (at ``line``) is on ``placement``: where it was made,
+    or where it is if made there. A parameter's value is the caller's to place:
+    ``told`` then names the function and parameter, and this is False."""
     origin, parameter = _origin(helper, node, line)
     if parameter is not None:
         function = helper.function_of(node)
         if function is not None:
             told.parameter, told.placement = (function, parameter), placement
-        return told
+        return False
     told.items.append((_span(node), placement, _span(origin) if origin is not None else None))
-    where = "on the CPU" if placement == "host" else f"on {_spoken(devices[0])}"
-    told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, node))}` by itself; the error says it is {where} at line {line}")
-    return told
+    return True
 
 
 def argument_evidence(facts: FileFacts, line: int, function: ast.AST, parameter: ast.arg, placement: str | None) -> Told:
@@ -839,13 +848,8 @@ def argument_evidence(facts: FileFacts, line: int, function: ast.AST, parameter:
         argument = call.args[index] if 0 <= index < len(call.args) else None
     if argument is None or _side(helper, argument) != "unknown":
         return told
-    origin, outer = _origin(helper, argument, line)
-    if outer is not None:
-        caller = helper.function_of(argument)
-        if caller is not None:
-            told.parameter, told.placement = (caller, outer), placement
+    if not _place(told, helper, argument, line, placement):
         return told
-    told.items.append((_span(argument), placement, _span(origin) if origin is not None else None))
     where = "on the CPU" if placement == "host" else "on the GPU"
     told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, argument))}` by itself; the error says it is {where} where `{function.name}` uses it as `{parameter.arg}`")
     return told
