@@ -373,10 +373,12 @@ class RuleContext:
         dispatch: dict[type, list] = {}
         for rule in rules:
             for name in dir(type(rule)):
-                if name.startswith("visit_") and hasattr(cst, name[6:]) and not getattr(getattr(type(rule), name), "_is_no_op", False):
-                    if getattr(cst, name[6:]) in TRIVIA:
-                        raise TypeError(f"{type(rule).__name__}.{name}: the index leaves layout tokens out (fixdev.rule.TRIVIA); find them from the node that holds them")
-                    dispatch.setdefault(getattr(cst, name[6:]), []).append(getattr(rule, name))
+                node_type = getattr(cst, name[6:], None) if name.startswith("visit_") else None
+                if node_type is None or getattr(getattr(type(rule), name), "_is_no_op", False):
+                    continue
+                if node_type in TRIVIA:
+                    raise TypeError(f"{type(rule).__name__}.{name}: the index leaves layout tokens out (fixdev.rule.TRIVIA); find them from the node that holds them")
+                dispatch.setdefault(node_type, []).append(getattr(rule, name))
         for node in self.index().order:
             for method in dispatch.get(type(node), ()):
                 method(node)
