@@ -8,8 +8,9 @@ lives is the device flow's answer (``flow.FileFlow``, through ``flow_of``,
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 import libcst as cst
 
@@ -19,7 +20,7 @@ from . import placement
 from .flow import LIGHTNING_MODULES, NOT_MODULES
 
 if TYPE_CHECKING:
-    from fixdev.rule import Rule, RuleContext
+    from fixdev.rule import Rule, RuleContext, Screening
 
     from .flow import FileFlow, Value, What
 
@@ -61,13 +62,77 @@ def of(rule: "Rule") -> "FileAnalysis":
 def flow_of(rule: "Rule") -> "FileFlow":
     """The device flow (``flow.FileFlow``) of the file ``rule`` is looking at,
     made on first use."""
-    shared = rule.context.shared
+    return flow_for(rule.context)
+
+
+def flow_for(facts: "RuleContext | Screening") -> "FileFlow":
+    """The device flow of a file being screened or visited, made once: a
+    screen's flow is the one the rules then visit with."""
+    shared = facts.shared
     if "flow" not in shared:
         from .flow import FileFlow
 
         # calls of the run's other files' functions: codemods.project's facts, when the engine has them
-        shared["flow"] = FileFlow(rule.context.text, project=rule.context.project)
+        source = facts.tree if facts.tree is not None else facts.text
+        shared["flow"] = FileFlow(source, text=facts.text, project=facts.project)
     return shared["flow"]
+
+
+def calls_named(facts: "RuleContext | Screening", *names: str) -> list[ast.Call]:
+    """The calls of the file's CPython tree whose callee's last name is one of
+    ``names`` (``torch.zeros(...)``, ``zeros(...)``), in source order."""
+    calls = _ast_index(facts).calls
+    return sorted((call for name in names for call in calls.get(name, ())), key=lambda c: (c.lineno, c.col_offset))
+
+
+def method_holding(facts: "RuleContext | Screening", call: ast.Call) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The method (a function right in a class body) that holds ``call``, the
+    innermost such; None outside methods."""
+    return _ast_index(facts).methods.get(call)
+
+
+def class_definitions(facts: "RuleContext | Screening") -> list[ast.ClassDef]:
+    """Every class statement of the file's CPython tree, nested ones too."""
+    return _ast_index(facts).classes
+
+
+class _AstIndex(NamedTuple):
+    calls: dict[str, list[ast.Call]]  # by the callee's last name
+    methods: dict[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]  # the method holding each call
+    classes: list[ast.ClassDef]
+
+
+def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
+    """One pass over the file's CPython tree for what screens look up."""
+    shared = facts.shared
+    if "ast_index" not in shared:
+        index = _AstIndex({}, {}, [])
+        stack: list[tuple[ast.AST, ast.AST | None]] = [(flow_for(facts).tree, None)]
+        while stack:
+            node, method = stack.pop()
+            kind = type(node)
+            if kind is ast.Call:
+                func = node.func
+                name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else None
+                if name is not None:
+                    index.calls.setdefault(name, []).append(node)
+                if method is not None:
+                    index.methods[node] = method
+            elif kind is ast.ClassDef:
+                index.classes.append(node)
+                for child in ast.iter_child_nodes(node):
+                    stack.append((child, child if type(child) in (ast.FunctionDef, ast.AsyncFunctionDef) else method))
+                continue
+            for child in ast.iter_child_nodes(node):
+                stack.append((child, method))
+        shared["ast_index"] = index
+    return shared["ast_index"]
+
+
+def has_sink(screening: "Screening", *kinds: str) -> bool:
+    """Whether the device flow finds a sink of one of ``kinds`` in the file:
+    the screen of the rules that report at sinks."""
+    return any(sink.kind in kinds for sink in flow_for(screening).sinks())
 
 
 def value_of(rule: "Rule", expr: cst.CSTNode) -> "Value":
@@ -99,8 +164,6 @@ def ast_parents(flow: "FileFlow") -> dict:
     """Every node of the flow's ``ast`` tree → its parent, made once per file."""
     parents = getattr(flow, "parents", None)
     if parents is None:
-        import ast
-
         parents = {child: parent for parent in ast.walk(flow.tree) for child in ast.iter_child_nodes(parent)}
         flow.parents = parents
     return parents

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Iterator
 
 import libcst as cst
@@ -12,6 +13,7 @@ from . import analysis
 from .analysis import TENSOR_FACTORIES, TENSOR_METHODS
 from .flow import What
 
+FACTORY_NAMES = frozenset(name.split(".")[-1] for name in TENSOR_FACTORIES)
 # Values a buffer must not stand in for: they register themselves (and move).
 NOT_PLAIN_TENSORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
 
@@ -77,6 +79,34 @@ class ConstantBuffer(Rule):
     message = "Tensor stored as a plain attribute does not follow `.to(device)`; register it as a buffer"
     trigger = ("__init__", r"self\.\w+\s*=\s*(?:None\b|[\w.]*" + analysis.FACTORY_CALL + ")")
     options = {"persistent": Option(bool, False, "Save the new buffers in state dicts (changes their keys).")}
+
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """A class with ``__init__`` whose methods set ``self.NAME`` to a
+        factory's tensor, or to None where another statement sets it to
+        something else and ``forward`` reads it (``visit_ClassDef``'s candidates,
+        before it asks whether the class is a module, where ``super().__init__()``
+        ends, and what else sets NAME)."""
+        for node in analysis.class_definitions(screening):
+            methods = [s for s in node.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)]
+            if not any(method.name == "__init__" for method in methods):
+                continue
+            values: dict[str, list[ast.expr]] = {}
+            for method in methods:
+                for statement in _ast_statements(method.body):
+                    if type(statement) is ast.Assign and len(statement.targets) == 1 and _is_ast_self_attribute(statement.targets[0]):
+                        values.setdefault(statement.targets[0].attr, []).append(statement.value)
+            for name, set_to in values.items():
+                if any(_made_by_a_factory(value) for value in set_to):
+                    return True
+                others = [value for value in set_to if not (type(value) is ast.Constant and value.value is None)]
+                if (
+                    0 < len(others) < len(set_to)
+                    and _ast_forward_reads(methods, name)
+                    and all(_made_by_a_factory(value) or analysis.flow_for(screening).what(value) is What.TENSOR for value in others)
+                ):
+                    return True
+        return False
 
     VALID = [
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.ones(3))\n",
@@ -204,6 +234,41 @@ class ConstantBuffer(Rule):
             return False
         grad = analysis.keyword(value, "requires_grad")
         return grad is None or _is_name(grad.value, "False")
+
+
+def _ast_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a body, those in its blocks too (nested functions' as well)."""
+    for statement in body:
+        yield statement
+        for child in ast.iter_child_nodes(statement):
+            if isinstance(child, ast.stmt):
+                yield from _ast_statements([child])
+            elif isinstance(child, (ast.excepthandler, ast.match_case)):
+                yield from _ast_statements(child.body)
+
+
+def _is_ast_self_attribute(node: ast.expr) -> bool:
+    return type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == "self"
+
+
+def _made_by_a_factory(value: ast.expr) -> bool:
+    """``torch.arange(n).view(1, -1)``: a factory call under tensor methods
+    (what ``_is_constant_tensor`` accepts, names unresolved)."""
+    while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr not in FACTORY_NAMES:
+        if value.func.attr not in TENSOR_METHODS:
+            return False
+        value = value.func.value
+    if type(value) is not ast.Call:
+        return False
+    func = value.func
+    return (func.attr if type(func) is ast.Attribute else getattr(func, "id", None)) in FACTORY_NAMES
+
+
+def _ast_forward_reads(methods: list[ast.stmt], name: str) -> bool:
+    return any(
+        method.name == "forward" and any(_is_ast_self_attribute(node) and node.attr == name for node in ast.walk(method))
+        for method in methods
+    )
 
 
 def _forward_reads(cls: cst.ClassDef, name: str) -> bool:

@@ -73,6 +73,10 @@ class CrossDeviceIndex(Rule):
     message = "Tensor on the host is indexed by a tensor on a device; move the index to the host"
     trigger = (r"\]", r"\.(?:to|cuda)\s*\(|device")
 
+    @classmethod
+    def screen(cls, screening) -> bool:
+        return analysis.has_sink(screening, "index")
+
     VALID = [
         "import torch\nx = torch.randn(5, device='cuda')\nidx = torch.arange(2)\ny = x[idx]\n",
         "import torch\nx = torch.randn(5)\nidx = torch.arange(2, device='cuda')\nx[idx] = 0.0\n",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from fixdev.rule import Invalid, Rule
@@ -11,6 +13,9 @@ from fixdev.rule import Invalid, Rule
 from . import analysis, placement
 from .analysis import MOVES, TENSOR_METHODS
 from .flow import HOST, ZERO_DIM, Device, SameAs, What
+
+if TYPE_CHECKING:
+    from .flow import FileFlow
 
 # Factories that take device=; from_numpy and the _like twins do not need it.
 FACTORIES = analysis.TENSOR_FACTORIES - {"torch.from_numpy"}
@@ -88,6 +93,29 @@ class FactoryDevice(Rule):
     group = "mismatch"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
     trigger = (analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(", r"\bclass\b|\.(?:to|cuda)\s*\(|device")
+
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """A factory's value meets a device (``visit_Module``), or, for
+        ``visit_Call``: a factory without ``device=`` beside a call given
+        ``device=``, or in a method other than ``__init__`` where it meets a
+        tensor on the module's device (names as written, as the trigger reads them)."""
+        if analysis.has_sink(screening, "module-input", "operand"):
+            return True
+        factories = analysis.calls_named(screening, *SHORT_NAMES, *ARRAY_API_FACTORIES)
+        bare = [call for call in factories if not any(k.arg == "device" for k in call.keywords)]
+        if len(bare) < len(factories):  # a factory is given device=: is a bare one beside it?
+            parents = analysis.ast_parents(analysis.flow_for(screening))
+            if any(type(parents.get(call)) in (ast.Call, ast.keyword) for call in bare):
+                return True
+        flow = analysis.flow_for(screening)
+        for call in bare:
+            method = analysis.method_holding(screening, call)
+            if method is None or method.name == "__init__" or flow.value(call).flags & ZERO_DIM:
+                continue
+            if _meets_device_tensor(flow, _Placed(flow, method), call, method, MAX_HOPS) is not None:
+                return True
+        return False
 
     VALID = [
         # a 0-dim host tensor combines with device tensors legally
@@ -243,108 +271,125 @@ class FactoryDevice(Rule):
         if analysis.value_of(self, node).flags & ZERO_DIM:
             return  # `torch.tensor(0)`: a 0-dim host tensor combines with device tensors legally
         func = method[1]
-        met = _meets_device_tensor(facts, _Placed(self, func), node, func, MAX_HOPS)
+        flow = analysis.flow_of(self)
+        call, function = flow.node_at(*self.span(node)), flow.function_at(self.span(func.name)[0])
+        if call is None or function is None:
+            return
+        met = _meets_device_tensor(flow, _Placed(flow, function), call, function, MAX_HOPS)
         if met is None:
             return
-        tensor = self._device_source(facts, met, func)
+        tensor = self._device_source(met, func)
         if tensor is None:
             self.report(node, "Tensor made on the CPU meets a tensor on the model's device, and no tensor is at hand for `device=`")
             return
         new_call = analysis.with_keyword_argument(node, "device", f"{tensor}.device")
         self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={tensor}.device`")
 
-    def _device_source(self, facts: "analysis.FileAnalysis", met: cst.BaseExpression | None, func: cst.FunctionDef) -> str | None:
+    def _device_source(self, met: ast.expr | None, func: cst.FunctionDef) -> str | None:
         """The tensor whose ``.device`` to use: the one met, when it is sure to
         exist where the factory runs (a parameter or a ``self`` chain), else the
         method's first tensor parameter."""
-        if met is not _MET_A_MODULE and isinstance(met, (cst.Name, cst.Attribute)) and analysis.is_name_chain(met):
-            root = analysis.chain_root(met).value
-            if (root == "self" and isinstance(met, cst.Attribute)) or (root in placement.parameter_names(func) and not placement.binds_in_body(func, root)):
-                return self.code_of(met)
+        root = met
+        while type(root) is ast.Attribute:
+            root = root.value
+        if met is not _MET_A_MODULE and type(root) is ast.Name:
+            if (root.id == "self" and type(met) is ast.Attribute) or (root.id in placement.parameter_names(func) and not placement.binds_in_body(func, root.id)):
+                flow = analysis.flow_of(self)
+                start, end = flow.span(met)
+                return self.context.text[start:end]
         return analysis.first_tensor_parameter(self, func)
 
 
-_MET_A_MODULE = cst.Name("self")  # stands for "passed to a submodule": no tensor to name
+_MET_A_MODULE = ast.Name("self")  # stands for "passed to a submodule": no tensor to name
 
 
 class _Placed:
     """What the device flow says of the values a fresh tensor meets in one
     method of a module."""
 
-    def __init__(self, rule: Rule, func: cst.FunctionDef) -> None:
-        self.rule = rule
-        self.tensor_parameters = analysis.tensor_parameters(rule, func)
+    def __init__(self, flow: "FileFlow", method: ast.FunctionDef) -> None:
+        self.flow = flow
+        self.tensor_parameters = flow.tensor_parameters(method)
 
-    def on_device(self, expr: cst.BaseExpression) -> bool:
+    def on_device(self, expr: ast.expr) -> bool:
         """On a device on every path, taking the method's tensor parameters
         for inputs on the model's device (what a module's methods are written
         for)."""
-        value = analysis.value_of(self.rule, expr)
+        value = self.flow.value(expr)
         if value.what not in (What.TENSOR, What.UNKNOWN) or not value.places:
             return False
         return all(type(p) is Device or (type(p) is SameAs and p.text in self.tensor_parameters) for p in value.placements)
 
-    def is_module(self, expr: cst.BaseExpression) -> bool:
-        return analysis.what_of(self.rule, expr) is What.MODULE
+    def is_module(self, expr: ast.expr) -> bool:
+        return self.flow.what(expr) is What.MODULE
 
-    def on_the_cpu(self, expr: cst.BaseExpression) -> bool:
-        value = analysis.value_of(self.rule, expr)
+    def on_the_cpu(self, expr: ast.expr) -> bool:
+        value = self.flow.value(expr)
         return value.what is What.TENSOR and value.placements == {HOST}
 
 
-def _meets_device_tensor(facts: "analysis.FileAnalysis", placed: _Placed, expr: cst.BaseExpression, func: cst.FunctionDef, hops: int) -> cst.BaseExpression | None:
+def _arguments(call: ast.Call) -> list[ast.expr]:
+    """A call's argument values, keyword ones too (``*x`` counts as ``x``)."""
+    return [arg.value if type(arg) is ast.Starred else arg for arg in call.args] + [keyword.value for keyword in call.keywords]
+
+
+def _meets_device_tensor(flow: "FileFlow", placed: _Placed, expr: ast.expr, method: ast.FunctionDef, hops: int) -> ast.expr | None:
     """Follow a freshly made tensor upwards (through tensor methods, indexing,
     arithmetic, local variables) until it meets a device tensor; return that
     tensor (or ``_MET_A_MODULE``), or None when it never does."""
+    parents = analysis.ast_parents(flow)
     current = expr
     while True:
-        parent = facts.parent(current)
-        if isinstance(parent, cst.Attribute) and parent.value is current:
-            call = facts.parent(parent)
-            if not (isinstance(call, cst.Call) and call.func is parent):
+        parent = parents.get(current)
+        kind = type(parent)
+        if kind is ast.Attribute and parent.value is current:
+            call = parents.get(parent)
+            if not (type(call) is ast.Call and call.func is parent):
                 return None  # an attribute read such as .shape
-            method = parent.attr.value
-            if method in MOVES:
+            if parent.attr in MOVES:
                 return None
-            for arg in call.args:
-                if placed.on_device(arg.value):
-                    return arg.value
-            if method not in TENSOR_METHODS and not method.endswith("_"):
+            for arg in _arguments(call):
+                if placed.on_device(arg):
+                    return arg
+            if parent.attr not in TENSOR_METHODS and not parent.attr.endswith("_"):
                 return None
             current = call
-        elif isinstance(parent, cst.Subscript) and parent.value is current:
+        elif kind is ast.Subscript:
+            if parent.value is not current:
+                return None  # an index, not the indexed
             current = parent
-        elif isinstance(parent, cst.UnaryOperation):
+        elif kind is ast.UnaryOp:
             current = parent
-        elif isinstance(parent, cst.BinaryOperation):
+        elif kind is ast.BinOp:
             other = parent.right if parent.left is current else parent.left
             if placed.on_device(other):
                 return other
             current = parent
-        elif isinstance(parent, cst.ComparisonTarget) or isinstance(parent, cst.Comparison):
-            comparison = parent if isinstance(parent, cst.Comparison) else facts.parent(parent)
-            for operand in [comparison.left, *(t.comparator for t in comparison.comparisons)]:
+        elif kind is ast.Compare:
+            for operand in (parent.left, *parent.comparators):
                 if operand is not current and placed.on_device(operand):
                     return operand
             return None
-        elif isinstance(parent, cst.Element):
-            container = facts.parent(parent)
-            if not isinstance(container, (cst.List, cst.Tuple)):
+        elif kind in (ast.List, ast.Tuple):
+            if type(parents.get(parent)) is ast.Subscript and parents[parent].slice is parent:
+                return None  # x[a, b]: indices
+            for element in parent.elts:
+                if element is not current and placed.on_device(element.value if type(element) is ast.Starred else element):
+                    return element.value if type(element) is ast.Starred else element
+            current = parent
+        elif kind is ast.keyword or kind is ast.Starred or (kind is ast.Call and parent.func is not current):
+            call = parents.get(parent) if kind is not ast.Call else parent
+            if type(call) is not ast.Call:
                 return None
-            for element in container.elements:
-                if element is not parent and placed.on_device(element.value):
-                    return element.value
-            current = container
-        elif isinstance(parent, cst.Arg):
-            met, call = _meets_in_call(facts, placed, parent)
-            if met is not None or call is None:
+            met, outer = _meets_in_call(flow, placed, call, current)
+            if met is not None or outer is None:
                 return met
-            current = call  # torch.triu(torch.ones(n, n)) is as fresh as its argument
-        elif isinstance(parent, cst.Assign) and parent.value is current:
-            if hops == 0 or len(parent.targets) != 1 or not isinstance(parent.targets[0].target, cst.Name):
+            current = outer  # torch.triu(torch.ones(n, n)) is as fresh as its argument
+        elif kind is ast.Assign and parent.value is current:
+            if hops == 0 or len(parent.targets) != 1 or type(parent.targets[0]) is not ast.Name:
                 return None
-            for use in _uses_after(facts, parent.targets[0].target.value, parent, func):
-                met = _meets_device_tensor(facts, placed, use, func, hops - 1)
+            for use in _uses_after(parent.targets[0].id, parent, method):
+                met = _meets_device_tensor(flow, placed, use, method, hops - 1)
                 if met is not None:
                     return met
             return None
@@ -352,46 +397,44 @@ def _meets_device_tensor(facts: "analysis.FileAnalysis", placed: _Placed, expr: 
             return None
 
 
-def _meets_in_call(facts: "analysis.FileAnalysis", placed: _Placed, arg: cst.Arg) -> tuple[cst.BaseExpression | None, cst.Call | None]:
+def _meets_in_call(flow: "FileFlow", placed: _Placed, call: ast.Call, arg: ast.expr) -> tuple[ast.expr | None, ast.Call | None]:
     """For a fresh tensor passed as ``arg``: (the device tensor it meets there,
     or None; the call to keep following when its result is a fresh tensor too)."""
-    call = facts.parent(arg)
-    if not isinstance(call, cst.Call):
-        return None, None
     if placed.is_module(call.func):
         return _MET_A_MODULE, None
-    if isinstance(call.func, cst.Attribute):
-        if call.func.attr.value in MOVES or call.func.attr.value in CROSS_DEVICE_METHODS:
+    if type(call.func) is ast.Attribute:
+        if call.func.attr in MOVES or call.func.attr in CROSS_DEVICE_METHODS:
             return None, None
         receiver = call.func.value
         if placed.on_device(receiver):
             return receiver, None
-    if any(q.startswith("torch.") for q in facts.qnames(call.func)):
-        for other in call.args:
-            if other is not arg and placed.on_device(other.value):
-                return other.value, None
+    if (flow.qualified_name(call.func) or "").startswith("torch."):
+        for other in _arguments(call):
+            if other is not arg and placed.on_device(other):
+                return other, None
         if placed.on_the_cpu(call):
             return None, call
     return None, None
 
 
-def _uses_after(facts: "analysis.FileAnalysis", name: str, assign: cst.Assign, func: cst.FunctionDef) -> list[cst.Name]:
-    """Reads of ``name`` after ``assign``, up to its next assignment in ``func``."""
-    start = facts.end(assign)
-    names, rebinds = [], []
-    stack: list[cst.CSTNode] = [func.body]
+def _uses_after(name: str, assign: ast.Assign, method: ast.FunctionDef) -> list[ast.Name]:
+    """Reads of ``name`` after ``assign``, up to its next assignment in ``method``."""
+    start = (assign.end_lineno, assign.end_col_offset)
+    names, rebinds, targets = [], [], set()
+    stack: list[ast.AST] = list(method.body)
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Name):
-            if node.value == name:
+        kind = type(node)
+        if kind is ast.Name:
+            if node.id == name and id(node) not in targets:
                 names.append(node)
             continue
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == name:
-            if facts.start(node) > start:
-                rebinds.append(facts.start(node))
-        stack.extend(node.children)
-    stop = min(rebinds, default=facts.end(func))
-    return sorted(
-        (node for node in names if start < facts.start(node) < stop and not isinstance(facts.parent(node), cst.AssignTarget)),
-        key=facts.start,
-    )
+        if kind is ast.Assign:
+            for target in node.targets:
+                if type(target) is ast.Name:
+                    targets.add(id(target))
+            if len(node.targets) == 1 and type(node.targets[0]) is ast.Name and node.targets[0].id == name and (node.lineno, node.col_offset) > start:
+                rebinds.append((node.lineno, node.col_offset))
+        stack.extend(ast.iter_child_nodes(node))
+    stop = min(rebinds, default=(method.end_lineno, method.end_col_offset))
+    return sorted((node for node in names if start < (node.lineno, node.col_offset) < stop), key=lambda n: (n.lineno, n.col_offset))

@@ -81,6 +81,10 @@ class NumpyOnDevice(Rule):
     message = "Tensor that may live on a device is read as a NumPy array; copy it to the host first"
     trigger = (r"\.numpy\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(", r"\.(?:to|cuda)\s*\(|device")
 
+    @classmethod
+    def screen(cls, screening) -> bool:
+        return analysis.has_sink(screening, "numpy")
+
     VALID = [
         "import torch\nx = torch.randn(3)\na = x.numpy()\n",
         "import torch\ndef f(t):\n    return t.numpy()\n",

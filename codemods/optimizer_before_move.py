@@ -83,6 +83,12 @@ class OptimizerBeforeMove(Rule):
     message = "Optimizer state loaded before the model moves stays on the old device; move the model first"
     trigger = (r"\.load_state_dict\s*\(", r"\.(?:to|cuda)\s*\(", r"optim")
 
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """An optimizer's ``load_state_dict`` (``visit_Module`` looks at no other call)."""
+        flow = analysis.flow_for(screening)
+        return any(flow.value(call.func.value).ref == OPTIMIZER for call in analysis.calls_named(screening, "load_state_dict") if type(call.func) is ast.Attribute)
+
     VALID = [
         # moved first: the state is loaded onto the device
         (

@@ -70,6 +70,10 @@ class UnmovedInput(Rule):
     message = "Tensor on the CPU reaches a model or tensor on a device; move it there"
     trigger = r"\.(?:to|cuda)\s*\("
 
+    @classmethod
+    def screen(cls, screening) -> bool:
+        return analysis.has_sink(screening, "module-input", "operand")
+
     VALID = [
         "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nfor x, y in loader:\n    out = model(x)\n",
         (

@@ -20,7 +20,7 @@ import libcst as cst
 
 from .findings import Edit, Finding, apply_edits
 from .registry import load
-from .rule import CharSpanProvider, Rule, RuleContext
+from .rule import CharSpanProvider, Rule, RuleContext, Screening
 from .source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10
@@ -65,7 +65,12 @@ def _describe(error: SyntaxError) -> str:
 
 
 def _cpython_syntax_error(text: str) -> SyntaxError | None:
-    """CPython's verdict on ``text``: None when it parses, else its SyntaxError.
+    """CPython's verdict on ``text``: None when it parses, else its SyntaxError."""
+    return _cpython_parse(text)[1]
+
+
+def _cpython_parse(text: str) -> tuple[ast.Module | None, SyntaxError | None]:
+    """CPython's tree of ``text`` (a byte-order mark is no syntax), or its SyntaxError.
 
     Asked first for two reasons: libcst's native parser can overflow the C
     stack (a crash, not an exception) on nesting deeper than Python itself
@@ -75,16 +80,15 @@ def _cpython_syntax_error(text: str) -> SyntaxError | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ast.parse(text)
-            return None
+            return ast.parse(text[1:] if text.startswith("\ufeff") else text), None
         except SyntaxError as exc:
             if any(reason in str(exc.msg) for reason in _TOO_DEEP):
                 raise SourceError(f"code is nested too deeply to parse at line {exc.lineno}: {exc.msg}") from None
-            return exc
+            return None, exc
         except (RecursionError, MemoryError):
             raise SourceError("code is nested too deeply to parse") from None
         except ValueError as exc:
-            return SyntaxError(str(exc))  # e.g. NUL bytes: no position, so libcst's account is used
+            return None, SyntaxError(str(exc))  # e.g. NUL bytes: no position, so libcst's account is used
 
 
 def check_round_trip(module: cst.Module, text: str) -> None:
@@ -187,9 +191,18 @@ class Engine:
         if not rules:
             syntax_check(text)
             return []
-        module = parse(text)
+        tree, cpython_error = _cpython_parse(text)
+        shared: dict[str, Any] = {}
+        if tree is not None and triggers:
+            # Screens read CPython's tree: most files a trigger matches hold
+            # nothing for any rule, and then libcst never parses them.
+            screening = Screening(text, tree, project, shared)
+            rules = [rule for rule in rules if rule.screen(screening)]
+            if not rules:
+                return []
+        module = _libcst_parse(text, cpython_error)
         wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-        context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, project=project)
+        context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, shared=shared, project=project, tree=tree)
         visitors = [rule(context) for rule in rules]
         context.run(visitors)
         findings = [finding for visitor in visitors for finding in visitor.findings]

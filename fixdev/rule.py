@@ -8,6 +8,7 @@ what order, and checks the result. A rule never reads files or prints.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import dataclasses
 import re
@@ -316,6 +317,19 @@ class Invalid:
 
 
 @dataclass
+class Screening:
+    """What a rule's ``screen`` sees of a file before libcst parses it: the
+    text, CPython's tree of it (about 7x cheaper to build), the run's project
+    facts, and a cache for what screens compute, handed on to the
+    ``RuleContext`` (as its ``shared``) when the file is parsed after all."""
+
+    text: str
+    tree: ast.Module
+    project: Any = None
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class RuleContext:
     """What one run of the rules over one file shares: the tree, its metadata,
     the options, and a cache for analyses that several rules use. ``project``:
@@ -328,6 +342,7 @@ class RuleContext:
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     shared: dict[str, Any] = field(default_factory=dict)
     project: Any = None
+    tree: ast.Module | None = None  # CPython's tree of the text, when the engine has it
 
     def qualified_names(self, node: cst.CSTNode) -> set[str]:
         """What a name or attribute refers to, through imports and aliases:
@@ -436,6 +451,16 @@ class Rule(BatchableCSTVisitor):
             patterns = tuple(re.compile(source) for source in sources)
             cls._trigger_patterns = patterns
         return all(pattern.search(text) for pattern in patterns)
+
+    @classmethod
+    def screen(cls, screening: Screening) -> bool:
+        """Whether the rule may report anything in the file, asked of CPython's
+        tree after the trigger matched and before libcst parses the file: a
+        file no enabled rule's screen passes is never parsed by libcst. It
+        must hold wherever the rule reports (finer than the trigger, never
+        stricter than the rule); every rule's INVALID examples check that.
+        The default, True, leaves the rule to its libcst visit."""
+        return True
 
     @classmethod
     def fixable(cls) -> bool:
