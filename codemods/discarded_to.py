@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -62,6 +64,25 @@ class DiscardedTo(Rule):
     group = "mismatch"
     message = "`Tensor.to()` returns a new tensor; the result is discarded"
     trigger = r"(?m)^[ \t]*[\w.]+\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\("
+
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """A statement that is only ``x.to(...)`` (or another conversion) of a
+        name chain the flow does not rule out as a tensor."""
+        flow = analysis.flow_for(screening)
+        parents = analysis.ast_parents(flow)
+        for call in analysis.calls_named(screening, *CONVERSIONS):
+            if type(parents.get(call)) is not ast.Expr or type(call.func) is not ast.Attribute:
+                continue
+            root = receiver = call.func.value
+            while type(root) is ast.Attribute:
+                root = root.value
+            if type(root) is not ast.Name:
+                continue
+            value = flow.value(receiver)
+            if value.what is What.TENSOR or (value.what is What.UNKNOWN and value.places):
+                return True
+        return False
 
     VALID = [
         "import torch\nx = torch.randn(3)\nx = x.to('cuda')\n",

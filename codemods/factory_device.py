@@ -106,8 +106,13 @@ class FactoryDevice(Rule):
         bare = [call for call in factories if not any(k.arg == "device" for k in call.keywords)]
         if len(bare) < len(factories):  # a factory is given device=: is a bare one beside it?
             parents = analysis.ast_parents(analysis.flow_for(screening))
-            if any(type(parents.get(call)) in (ast.Call, ast.keyword) for call in bare):
-                return True
+            for call in bare:
+                outer = parents.get(call)
+                outer = parents.get(outer) if type(outer) is ast.keyword else outer
+                if type(outer) is ast.Call and any(
+                    type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in (*outer.args, *(k.value for k in outer.keywords))
+                ):
+                    return True
         flow = analysis.flow_for(screening)
         for call in bare:
             method = analysis.method_holding(screening, call)

@@ -8,6 +8,8 @@ multi-GPU code (``distributed``), and how ``torch`` is spelled where a
 
 from __future__ import annotations
 
+import ast
+
 import re
 from typing import TYPE_CHECKING
 
@@ -422,6 +424,21 @@ class HardCodedCuda(Rule):
     group = "cuda-only"
     message = 'Hard-coded "cuda": the program cannot run without CUDA'
     trigger = r"""["']cuda|\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\s*\.\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\s*\("""
+
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """A ``"cuda"`` literal given to a call, assigned or a parameter's
+        default (``visit_SimpleString``'s places), or a ``torch.cuda`` function
+        that raises without CUDA called with constant arguments (``visit_Call``)."""
+        flow = analysis.flow_for(screening)
+        for call in analysis.calls_named(screening, *GUARDABLE_CALLS, *QUERIES):
+            if (flow.qualified_name(call.func) or "torch.cuda.").startswith("torch.cuda.") and all(type(arg) is ast.Constant for arg in (*call.args, *(k.value for k in call.keywords))):
+                return True
+        literal = (ast.Call, ast.keyword, ast.Assign, ast.AnnAssign, ast.arguments)
+        return any(
+            type(node) is ast.Constant and type(node.value) is str and _CUDA_LITERAL.fullmatch(node.value) and type(parent) in literal
+            for node, parent in analysis.ast_parents(flow).items()
+        )
 
     VALID = [
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from fixdev.rule import Invalid, Rule
@@ -75,6 +77,27 @@ class LikeFactory(Rule):
     group = "mismatch"
     message = "Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"
     trigger = r"\b(?:ones|zeros|empty|rand|randn|full|randint)\s*\([^()]*\.(?:shape\b|size\s*\()"
+
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """A factory given ``T.shape`` or ``T.size()`` for a name chain ``T``
+        that is not ``self``/``cls`` nor known to be a NumPy array."""
+        flow = analysis.flow_for(screening)
+        for call in analysis.calls_named(screening, *SHORT_NAMES):
+            for arg in (*call.args, *(k.value for k in call.keywords)):
+                value = arg.value if type(arg) is ast.Starred else arg
+                if type(value) is ast.Attribute and value.attr == "shape":
+                    owner = value.value
+                elif type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr == "size" and not value.args and not value.keywords:
+                    owner = value.func.value
+                else:
+                    continue
+                root = owner
+                while type(root) is ast.Attribute:
+                    root = root.value
+                if type(root) is ast.Name and not (owner is root and root.id in ("self", "cls")) and flow.what(owner) is not What.ARRAY:
+                    return True
+        return False
 
     VALID = [
         "import torch\ny = torch.ones(3, 4)\n",

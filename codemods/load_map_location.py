@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from fixdev.rule import Invalid, Rule
@@ -120,6 +122,22 @@ class LoadMapLocation(Rule):
     group = "cuda-only"
     message = "Loading without `map_location` fails on a machine without the GPU the file was saved from"
     trigger = r"\bload(?:_state_dict_from_url|_url)?\s*\("
+
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """A call of a loader (as the flow resolves its name; a name it cannot
+        resolve counts) without ``map_location``, ``*`` or ``**`` arguments, and
+        no more positional ones than the loader's place for ``map_location``."""
+        flow = analysis.flow_for(screening)
+        for call in analysis.calls_named(screening, *SHORT_NAMES):
+            if any(type(arg) is ast.Starred for arg in call.args) or any(k.arg in (None, "map_location") for k in call.keywords):
+                continue
+            name = flow.qualified_name(call.func)
+            if name is not None and name not in LOADERS:
+                continue  # json.load, np.load
+            if len(call.args) <= LOADERS.get(name, max(LOADERS.values())):
+                return True
+        return False
 
     VALID = [
         "import torch\nstate = torch.load('m.pth', map_location='cpu')\n",

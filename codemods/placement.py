@@ -246,18 +246,32 @@ def _declared_global_anywhere(facts: "FileAnalysis", name: str) -> bool:
 def _sole_device_binding(facts: "FileAnalysis", scope: cst.CSTNode, use: cst.CSTNode, module_scope: bool) -> str | None:
     """A name bound in ``scope`` by exactly one statement, ``NAME = <device>``,
     that is sure to have run when ``use`` runs."""
-    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
-    for node in own_statements(body):
+    statements, bindings = _scope_bindings(facts, scope)
+    for node in statements:
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
             continue
         name = node.targets[0].target.value
-        if not is_device_value(facts, node.value) or len(_bindings_of(scope, name)) != 1:
+        if len(bindings[name]) != 1 or not is_device_value(facts, node.value):
             continue
         if module_scope and _declared_global_anywhere(facts, name):
             continue  # a function may rebind it
         if bound_when_run(facts, node, use):
             return name
     return None
+
+
+def _scope_bindings(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[list[cst.CSTNode], dict[str, list[cst.CSTNode]]]:
+    """``own_statements`` of ``scope``, and those binding each name: one walk
+    per scope and file (fixes ask for a device in reach again and again)."""
+    key = ("scope_bindings", scope)
+    if key not in facts.shared:
+        statements = list(own_statements(scope.body if isinstance(scope, cst.FunctionDef) else scope))
+        bindings: dict[str, list[cst.CSTNode]] = {}
+        for node in statements:
+            for name in bound_names(node):
+                bindings.setdefault(name, []).append(node)
+        facts.shared[key] = (statements, bindings)
+    return facts.shared[key]
 
 
 def is_device_value(facts: "FileAnalysis", expr: cst.BaseExpression) -> bool:
@@ -282,7 +296,7 @@ def _sets_self_device(facts: "FileAnalysis", cls: cst.ClassDef) -> bool:
     """The class's ``__init__`` binds ``self.device = <device>``."""
     for init in cls.body.body:
         if isinstance(init, cst.FunctionDef) and init.name.value == "__init__":
-            for node in own_statements(init.body):
+            for node in _scope_bindings(facts, init)[0]:
                 if isinstance(node, cst.Assign) and len(node.targets) == 1 and is_device_value(facts, node.value):
                     target = node.targets[0].target
                     if isinstance(target, cst.Attribute) and target.attr.value == "device" and isinstance(target.value, cst.Name) and target.value.value == "self":
@@ -315,7 +329,7 @@ def existing_device(facts: "FileAnalysis", node: cst.CSTNode, module_level: bool
         func = facts.enclosing(func, cst.FunctionDef)
 
     def shadowed(name: str, inner: list[cst.FunctionDef]) -> bool:
-        return any(binds(scope, name) for scope in inner)
+        return any(name in parameter_names(scope) or name in _scope_bindings(facts, scope)[1] for scope in inner)
 
     for depth, func in enumerate(scopes):
         for name in parameter_names(func):
