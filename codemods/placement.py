@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 import libcst as cst
 
-from fixdev.rule import Edit, dotted
+from fixdev.rule import Edit, child_nodes, dotted
 
 from .flow import LIGHTNING_MODULES
 
@@ -164,7 +164,7 @@ def own_statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [body]
     while stack:
         node = stack.pop()
-        for child in reversed(node.children):
+        for child in reversed(child_nodes(node)):
             if isinstance(child, (cst.FunctionDef, cst.ClassDef)):
                 yield child
                 continue

@@ -233,6 +233,22 @@ class FileIndex:
         return {".".join([target, *attributes])} if target else set()
 
 
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node.children`` but the layout tokens (``TRIVIA``), in the order of
+    the node's fields (source order, but for an expression's parts such as
+    ``a if test else b``), read from the fields: libcst's ``children`` runs a
+    visitor per call and cost more than parsing in rules that walk scopes."""
+    found = []
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
+            found.extend(child for child in value if _is_node(type(child)))
+        elif _is_node(value_type):
+            found.append(value)
+    return found
+
+
 @lru_cache(maxsize=None)
 def _child_fields(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
