@@ -20,7 +20,7 @@ import libcst as cst
 
 from .findings import Edit, Finding, apply_edits
 from .registry import load
-from .rule import CharSpanProvider, Rule, RuleContext, Screening
+from .rule import CharSpanProvider, Rule, RuleContext, Screening, module_code
 from .source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10
@@ -95,7 +95,7 @@ def check_round_trip(module: cst.Module, text: str) -> None:
     """libcst drops some exotic whitespace (a form feed starting a line); its
     offsets would then be wrong, so no finding or fix could be trusted. Checked
     only when there is something to report: it costs a full code generation."""
-    if module.code != parseable_text(text):
+    if module_code(module) != parseable_text(text):
         raise SourceError("libcst cannot reproduce this file exactly (a form feed at the start of a line?); left unchanged")
 
 

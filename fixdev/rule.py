@@ -39,7 +39,7 @@ class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
 
     def _gen_impl(self, module: cst.Module) -> None:
         spans = self.metadata[ByteSpanPositionProvider]
-        code = module.code
+        code = module_code(module)
         if code.isascii():
             for node, span in spans.items():
                 self.set_metadata(node, span)
@@ -62,6 +62,16 @@ class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
 
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_generated: list = [None, ""]  # the last module module_code generated, and its code
+
+
+def module_code(module: cst.Module) -> str:
+    """``module.code``, generated once for the module asked last: the spans
+    and the engine's round-trip check both need it, and each generation
+    walks the whole tree (a third of the cost of a file with findings)."""
+    if _generated[0] is not module:
+        _generated[:] = [module, module.code]
+    return _generated[1]
 
 
 def dotted(node: cst.CSTNode) -> str | None:
