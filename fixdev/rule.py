@@ -38,27 +38,32 @@ class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
     METADATA_DEPENDENCIES = (ByteSpanPositionProvider,)
 
     def _gen_impl(self, module: cst.Module) -> None:
-        spans = self.metadata[ByteSpanPositionProvider]
-        code = module_code(module)
-        if code.isascii():
-            for node, span in spans.items():
-                self.set_metadata(node, span)
-            return
-        ends: list[int] = []  # byte offset just after each non-ASCII character
-        extra: list[int] = []  # bytes beyond one per character, up to that point
-        total = 0
-        for match in _NON_ASCII.finditer(code):
-            total += len(match.group().encode("utf-8")) - 1
-            ends.append(match.end() + total)
-            extra.append(total)
+        for node, span in char_spans(module, self.metadata[ByteSpanPositionProvider]).items():
+            self.set_metadata(node, span)
 
-        def char_offset(byte_offset: int) -> int:
-            i = bisect_right(ends, byte_offset)
-            return byte_offset - (extra[i - 1] if i else 0)
 
-        for node, span in spans.items():
-            start = char_offset(span.start)
-            self.set_metadata(node, CodeSpan(start, char_offset(span.start + span.length) - start))
+def char_spans(module: cst.Module, byte_spans: Mapping[cst.CSTNode, CodeSpan]) -> Mapping[cst.CSTNode, CodeSpan]:
+    """``CharSpanProvider``'s answer from libcst's byte spans of ``module``."""
+    code = module_code(module)
+    if code.isascii():
+        return byte_spans
+    ends: list[int] = []  # byte offset just after each non-ASCII character
+    extra: list[int] = []  # bytes beyond one per character, up to that point
+    total = 0
+    for match in _NON_ASCII.finditer(code):
+        total += len(match.group().encode("utf-8")) - 1
+        ends.append(match.end() + total)
+        extra.append(total)
+
+    def char_offset(byte_offset: int) -> int:
+        i = bisect_right(ends, byte_offset)
+        return byte_offset - (extra[i - 1] if i else 0)
+
+    found = {}
+    for node, span in byte_spans.items():
+        start = char_offset(span.start)
+        found[node] = CodeSpan(start, char_offset(span.start + span.length) - start)
+    return found
 
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
@@ -430,7 +435,13 @@ class RuleContext:
         pays for scope analysis."""
         key = ("metadata", provider)
         if key not in self.shared:
-            self.shared[key] = self.wrapper.resolve(provider)
+            if provider is CharSpanProvider:
+                # Resolved by hand: libcst's resolve walks the whole tree once
+                # more per provider that does not batch (a walk with no
+                # visitor in it), as long as a file's code generation.
+                self.shared[key] = char_spans(self.module, self.metadata(ByteSpanPositionProvider))
+            else:
+                self.shared[key] = self.wrapper.resolve(provider)
         return self.shared[key]
 
 
