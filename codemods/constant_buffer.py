@@ -237,9 +237,12 @@ class ConstantBuffer(Rule):
 
 
 def _ast_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """The statements of a body, those in its blocks too (nested functions' as well)."""
+    """The statements of a body, those in its blocks too (nested functions'
+    as well, not nested classes': their ``self`` is another object)."""
     for statement in body:
         yield statement
+        if type(statement) is ast.ClassDef:
+            continue
         for child in ast.iter_child_nodes(statement):
             if isinstance(child, ast.stmt):
                 yield from _ast_statements([child])
