@@ -20,7 +20,7 @@ import libcst as cst
 
 from .findings import Edit, Finding, apply_edits
 from .registry import load
-from .rule import CharSpanProvider, Rule, RuleContext, Screening, module_code
+from .rule import CharSpanProvider, Rule, RuleContext, Screening
 from .source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10
@@ -91,11 +91,12 @@ def _cpython_parse(text: str) -> tuple[ast.Module | None, SyntaxError | None]:
             return None, SyntaxError(str(exc))  # e.g. NUL bytes: no position, so libcst's account is used
 
 
-def check_round_trip(module: cst.Module, text: str) -> None:
+def check_round_trip(code: str, text: str) -> None:
     """libcst drops some exotic whitespace (a form feed starting a line); its
     offsets would then be wrong, so no finding or fix could be trusted. Checked
-    only when there is something to report: it costs a full code generation."""
-    if module_code(module) != parseable_text(text):
+    only when there is something to report: it costs a full code generation
+    (``code``, the one the spans are computed from)."""
+    if code != parseable_text(text):
         raise SourceError("libcst cannot reproduce this file exactly (a form feed at the start of a line?); left unchanged")
 
 
@@ -208,7 +209,7 @@ class Engine:
         findings = [finding for visitor in visitors for finding in visitor.findings]
         if not findings:
             return []
-        check_round_trip(module, text)
+        check_round_trip(context.code(), text)
         spans = context.metadata(CharSpanProvider)
         index = LineIndex(text)
         lines = {index.position(offset)[0] for f in findings for offset in (f.start, max(f.start, f.end - 1))}
