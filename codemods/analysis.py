@@ -34,8 +34,10 @@ TENSOR_FACTORIES = frozenset(
         "bartlett_window blackman_window hamming_window hann_window kaiser_window"
     ).split()
 )
+# The factories' names as a call writes them (``zeros`` of ``torch.zeros``).
+FACTORY_NAMES = frozenset(name.split(".")[-1] for name in TENSOR_FACTORIES)
 # For the rules' text pre-filters: a call of any factory, by its last name.
-FACTORY_CALL = r"\b(?:%s)\s*\(" % "|".join(sorted({name.split(".")[-1] for name in TENSOR_FACTORIES}))
+FACTORY_CALL = r"\b(?:%s)\s*\(" % "|".join(sorted(FACTORY_NAMES))
 # Tensor methods whose result is a tensor on the receiver's device.
 TENSOR_METHODS = frozenset(
     (
@@ -103,11 +105,14 @@ class _AstIndex(NamedTuple):
 
 
 def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
-    """One pass over the file's CPython tree for what screens look up."""
+    """One pass over the file's CPython tree for what screens look up; it
+    also records every node's parent, for ``ast_parents``."""
     shared = facts.shared
     if "ast_index" not in shared:
+        flow = flow_for(facts)
         index = _AstIndex({}, {}, [])
-        stack: list[tuple[ast.AST, ast.AST | None]] = [(flow_for(facts).tree, None)]
+        parents: dict[ast.AST, ast.AST] = {}
+        stack: list[tuple[ast.AST, ast.AST | None]] = [(flow.tree, None)]
         while stack:
             node, method = stack.pop()
             kind = type(node)
@@ -120,13 +125,19 @@ def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
                     index.methods[node] = method
             elif kind is ast.ClassDef:
                 index.classes.append(node)
-                for child in ast.iter_child_nodes(node):
-                    stack.append((child, child if type(child) in (ast.FunctionDef, ast.AsyncFunctionDef) else method))
-                continue
+            in_class = kind is ast.ClassDef
             for child in ast.iter_child_nodes(node):
-                stack.append((child, method))
+                parents[child] = node
+                stack.append((child, child if in_class and type(child) in (ast.FunctionDef, ast.AsyncFunctionDef) else method))
+        if getattr(flow, "parents", None) is None:
+            flow.parents = parents
         shared["ast_index"] = index
     return shared["ast_index"]
+
+
+def call_arguments(call: ast.Call) -> list[ast.expr]:
+    """A call's argument values (CPython's tree), keyword ones too (``*x`` counts as ``x``)."""
+    return [arg.value if type(arg) is ast.Starred else arg for arg in call.args] + [keyword.value for keyword in call.keywords]
 
 
 def has_sink(screening: "Screening", *kinds: str) -> bool:
@@ -205,10 +216,11 @@ def is_name_chain(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Name)
 
 
-def chain_root(node: cst.BaseExpression) -> cst.Name | None:
-    while isinstance(node, cst.Attribute):
+def chain_root(node: ast.expr) -> ast.Name | None:
+    """``x`` of ``x``, ``x.a.b`` (CPython's tree); None for other expressions."""
+    while type(node) is ast.Attribute:
         node = node.value
-    return node if isinstance(node, cst.Name) else None
+    return node if type(node) is ast.Name else None
 
 
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:

@@ -10,10 +10,9 @@ import libcst as cst
 from fixdev.rule import Invalid, Option, Rule
 
 from . import analysis
-from .analysis import TENSOR_FACTORIES, TENSOR_METHODS
+from .analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
 from .flow import What
 
-FACTORY_NAMES = frozenset(name.split(".")[-1] for name in TENSOR_FACTORIES)
 # Values a buffer must not stand in for: they register themselves (and move).
 NOT_PLAIN_TENSORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
 

@@ -74,10 +74,8 @@ class DiscardedTo(Rule):
         for call in analysis.calls_named(screening, *CONVERSIONS):
             if type(parents.get(call)) is not ast.Expr or type(call.func) is not ast.Attribute:
                 continue
-            root = receiver = call.func.value
-            while type(root) is ast.Attribute:
-                root = root.value
-            if type(root) is not ast.Name:
+            receiver = call.func.value
+            if analysis.chain_root(receiver) is None:
                 continue
             value = flow.value(receiver)
             if value.what is What.TENSOR or (value.what is What.UNKNOWN and value.places):

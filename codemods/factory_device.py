@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -102,18 +101,16 @@ class FactoryDevice(Rule):
         tensor on the module's device (names as written, as the trigger reads them)."""
         if analysis.has_sink(screening, "module-input", "operand"):
             return True
+        flow = analysis.flow_for(screening)
         factories = analysis.calls_named(screening, *SHORT_NAMES, *ARRAY_API_FACTORIES)
         bare = [call for call in factories if not any(k.arg == "device" for k in call.keywords)]
         if len(bare) < len(factories):  # a factory is given device=: is a bare one beside it?
-            parents = analysis.ast_parents(analysis.flow_for(screening))
+            parents = analysis.ast_parents(flow)
             for call in bare:
                 outer = parents.get(call)
-                outer = parents.get(outer) if type(outer) is ast.keyword else outer
-                if type(outer) is ast.Call and any(
-                    type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in (*outer.args, *(k.value for k in outer.keywords))
-                ):
+                outer = parents.get(outer) if type(outer) in (ast.keyword, ast.Starred) else outer
+                if type(outer) is ast.Call and any(type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in analysis.call_arguments(outer)):
                     return True
-        flow = analysis.flow_for(screening)
         for call in bare:
             method = analysis.method_holding(screening, call)
             if method is None or method.name == "__init__" or flow.value(call).flags & ZERO_DIM:
@@ -294,10 +291,8 @@ class FactoryDevice(Rule):
         """The tensor whose ``.device`` to use: the one met, when it is sure to
         exist where the factory runs (a parameter or a ``self`` chain), else the
         method's first tensor parameter."""
-        root = met
-        while type(root) is ast.Attribute:
-            root = root.value
-        if met is not _MET_A_MODULE and type(root) is ast.Name:
+        root = analysis.chain_root(met) if met is not _MET_A_MODULE else None
+        if root is not None:
             if (root.id == "self" and type(met) is ast.Attribute) or (root.id in placement.parameter_names(func) and not placement.binds_in_body(func, root.id)):
                 flow = analysis.flow_of(self)
                 start, end = flow.span(met)
@@ -333,11 +328,6 @@ class _Placed:
         return value.what is What.TENSOR and value.placements == {HOST}
 
 
-def _arguments(call: ast.Call) -> list[ast.expr]:
-    """A call's argument values, keyword ones too (``*x`` counts as ``x``)."""
-    return [arg.value if type(arg) is ast.Starred else arg for arg in call.args] + [keyword.value for keyword in call.keywords]
-
-
 def _meets_device_tensor(flow: "FileFlow", placed: _Placed, expr: ast.expr, method: ast.FunctionDef, hops: int) -> ast.expr | None:
     """Follow a freshly made tensor upwards (through tensor methods, indexing,
     arithmetic, local variables) until it meets a device tensor; return that
@@ -353,7 +343,7 @@ def _meets_device_tensor(flow: "FileFlow", placed: _Placed, expr: ast.expr, meth
                 return None  # an attribute read such as .shape
             if parent.attr in MOVES:
                 return None
-            for arg in _arguments(call):
+            for arg in analysis.call_arguments(call):
                 if placed.on_device(arg):
                     return arg
             if parent.attr not in TENSOR_METHODS and not parent.attr.endswith("_"):
@@ -414,7 +404,7 @@ def _meets_in_call(flow: "FileFlow", placed: _Placed, call: ast.Call, arg: ast.e
         if placed.on_device(receiver):
             return receiver, None
     if (flow.qualified_name(call.func) or "").startswith("torch."):
-        for other in _arguments(call):
+        for other in analysis.call_arguments(call):
             if other is not arg and placed.on_device(other):
                 return other, None
         if placed.on_the_cpu(call):

@@ -9,7 +9,6 @@ multi-GPU code (``distributed``), and how ``torch`` is spelled where a
 from __future__ import annotations
 
 import ast
-
 import re
 from typing import TYPE_CHECKING
 
@@ -432,7 +431,7 @@ class HardCodedCuda(Rule):
         that raises without CUDA called with constant arguments (``visit_Call``)."""
         flow = analysis.flow_for(screening)
         for call in analysis.calls_named(screening, *GUARDABLE_CALLS, *QUERIES):
-            if (flow.qualified_name(call.func) or "torch.cuda.").startswith("torch.cuda.") and all(type(arg) is ast.Constant for arg in (*call.args, *(k.value for k in call.keywords))):
+            if (flow.qualified_name(call.func) or "torch.cuda.").startswith("torch.cuda.") and all(type(arg) is ast.Constant for arg in analysis.call_arguments(call)):
                 return True
         literal = (ast.Call, ast.keyword, ast.Assign, ast.AnnAssign, ast.arguments)
         return any(

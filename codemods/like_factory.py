@@ -92,10 +92,8 @@ class LikeFactory(Rule):
                     owner = value.func.value
                 else:
                     continue
-                root = owner
-                while type(root) is ast.Attribute:
-                    root = root.value
-                if type(root) is ast.Name and not (owner is root and root.id in ("self", "cls")) and flow.what(owner) is not What.ARRAY:
+                root = analysis.chain_root(owner)
+                if root is not None and not (owner is root and root.id in ("self", "cls")) and flow.what(owner) is not What.ARRAY:
                     return True
         return False
 
