@@ -20,7 +20,7 @@ import libcst as cst
 
 from .findings import Edit, Finding, apply_edits
 from .registry import load
-from .rule import CharSpanProvider, Rule, RuleContext, Screening
+from .rule import CharSpanProvider, MetadataWrapper, Rule, RuleContext, Screening
 from .source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10
@@ -202,7 +202,7 @@ class Engine:
             if not rules:
                 return []
         module = _libcst_parse(text, cpython_error)
-        wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, shared=shared, project=project, tree=tree)
         visitors = [rule(context) for rule in rules]
         context.run(visitors)

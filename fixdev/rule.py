@@ -26,6 +26,19 @@ from libcst.metadata import ByteSpanPositionProvider
 from .findings import Edit, Finding, Fix  # noqa: F401 - rules build these
 
 
+class MetadataWrapper(cst.MetadataWrapper):
+    """libcst's wrapper, less one walk. ``resolve`` computes providers that
+    do not batch (byte spans, positions) and then walks the whole tree for the
+    batchable ones, even when none is left: a walk with no visitor in it, as
+    long as generating the file's code. Here an empty batch skips it."""
+
+    def visit_batched(self, visitors, before_visit=None, after_leave=None):  # noqa: ANN001, ANN201 - libcst's signature
+        visitors = list(visitors)
+        if not visitors and before_visit is None and after_leave is None:
+            return self.module
+        return super().visit_batched(visitors, before_visit, after_leave)
+
+
 class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
     """Start offset and length of every node, in characters of the source text.
 
@@ -262,7 +275,7 @@ def _names_in(node: cst.CSTNode) -> list[cst.Name]:
         if isinstance(current, cst.Name):
             found.append(current)
         elif not isinstance(current, (cst.Attribute, cst.Subscript)):
-            stack.extend(current.children)
+            stack.extend(child_nodes(current))
         elif isinstance(current, cst.Attribute):
             pass  # obj.attr = ... binds no name
     return found
@@ -286,7 +299,7 @@ def _first_bindings(module: cst.Module) -> tuple[dict[str, int], list[int]]:
                 stars.append(position)
             for name in _bound_by(node):
                 first.setdefault(name, position)
-            stack.extend(node.children)
+            stack.extend(child_nodes(node))
     return first, stars
 
 
@@ -427,9 +440,8 @@ class RuleContext:
         key = ("metadata", provider)
         if key not in self.shared:
             if provider is CharSpanProvider:
-                # Resolved by hand: libcst's resolve walks the whole tree once
-                # more per provider that does not batch (a walk with no
-                # visitor in it), as long as a file's code generation.
+                # Resolved by hand, from the code the round-trip check needs
+                # anyway: libcst's resolve would generate it once more.
                 self.shared[key] = char_spans(self.code(), self.metadata(ByteSpanPositionProvider))
             else:
                 self.shared[key] = self.wrapper.resolve(provider)

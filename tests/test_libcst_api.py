@@ -11,9 +11,9 @@ import sys
 
 import libcst as cst
 import pytest
-from libcst.metadata import PositionProvider
+from libcst.metadata import ByteSpanPositionProvider, ParentNodeProvider, PositionProvider
 
-from fixdev.rule import CharSpanProvider, Rule, RuleContext
+from fixdev.rule import CharSpanProvider, MetadataWrapper, Rule, RuleContext
 
 from .conftest import FIXTURES, ROOT
 
@@ -74,7 +74,7 @@ def test_libcst_requirement_is_a_tested_range_and_ci_runs_both_ends():
 def _context(text: str) -> RuleContext:
     module = cst.parse_module(text)
     assert module.code == text
-    return RuleContext(module=module, text=text, wrapper=cst.MetadataWrapper(module, unsafe_skip_copy=True))
+    return RuleContext(module=module, text=text, wrapper=MetadataWrapper(module, unsafe_skip_copy=True))
 
 
 class _Probe(Rule):
@@ -162,3 +162,24 @@ def test_code_in_place_is_what_regenerating_the_file_gives(text, monkeypatch):
         start, end = rule.span(old)
         regenerated = context.module.deep_replace(old, new).code
         assert text[:start] + code + text[end:] == regenerated
+
+
+@pytest.mark.parametrize("text", [NON_ASCII, *SNIPPETS.values()])
+def test_wrapper_resolves_as_libcst_s_without_the_empty_walk(text, monkeypatch):
+    """fixdev's wrapper gives libcst's metadata, batched or not, but skips the
+    whole-tree walk libcst makes after a provider that does not batch."""
+    walks = []
+    visit = cst.Module.visit
+    monkeypatch.setattr(cst.Module, "visit", lambda self, visitor: walks.append(visitor) or visit(self, visitor))
+
+    def resolve(wrapper_type, provider):
+        walks.clear()
+        found = wrapper_type(cst.parse_module(text), unsafe_skip_copy=True).resolve(provider)
+        return found, len(walks)
+
+    for provider in (ByteSpanPositionProvider, PositionProvider):  # they do not batch
+        (ours, our_walks), (theirs, their_walks) = resolve(MetadataWrapper, provider), resolve(cst.MetadataWrapper, provider)
+        assert (our_walks, their_walks) == (0, 1)
+        assert len(ours) > 10 and sorted(map(repr, ours.values())) == sorted(map(repr, theirs.values()))
+    (ours, our_walks), (theirs, their_walks) = resolve(MetadataWrapper, ParentNodeProvider), resolve(cst.MetadataWrapper, ParentNodeProvider)
+    assert our_walks == their_walks > 0 and len(ours) == len(theirs) > 10
