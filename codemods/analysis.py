@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 import libcst as cst
 
-from fixdev.rule import CharSpanProvider, Edit, dotted
+from fixdev.rule import CharSpanProvider, Edit, child_nodes, dotted
 
 from . import placement
 from .flow import LIGHTNING_MODULES, NOT_MODULES
@@ -406,7 +406,7 @@ def words_of(node: cst.CSTNode) -> list[str]:
             found.append(current.value.lower())
         elif isinstance(current, cst.SimpleString):
             continue
-        stack.extend(current.children)
+        stack.extend(child_nodes(current))
     return found
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from fixdev.rule import Edit, Invalid, Rule, dotted
+from fixdev.rule import Edit, Invalid, Rule, child_nodes, dotted
 
 from . import analysis, placement
 
@@ -151,12 +151,12 @@ def _flag_set_for_cuda(facts: "FileAnalysis", name: str, holder: cst.CSTNode) ->
     if isinstance(scope, cst.FunctionDef) and name in placement.parameter_names(scope):
         return False  # the caller may pass True
     sets_true = 0
-    stack: list[cst.CSTNode] = list(scope.body.children if isinstance(scope, cst.FunctionDef) else scope.body)
+    stack: list[cst.CSTNode] = list(child_nodes(scope.body) if isinstance(scope, cst.FunctionDef) else scope.body)
     while stack:
         node = stack.pop()
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        stack.extend(node.children)
+        stack.extend(child_nodes(node))
         if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)) and dotted(node.target) == name:
             return False
         if isinstance(node, (cst.For, cst.With, cst.ExceptHandler, cst.Global, cst.Nonlocal)) and name in placement.bound_names(node):
@@ -238,7 +238,7 @@ def _gpu_evidence(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[bool, list
     """(multi-GPU code, the CUDA-only calls) of a function, or of the
     module's top-level code."""
     cuda_calls: list[cst.Call] = []
-    stack = list(scope.body.children if isinstance(scope, cst.FunctionDef) else scope.body)
+    stack = list(child_nodes(scope.body) if isinstance(scope, cst.FunctionDef) else scope.body)
     while stack:
         current = stack.pop()
         if isinstance(current, (cst.FunctionDef, cst.ClassDef)) and scope is facts.module:
@@ -260,7 +260,7 @@ def _gpu_evidence(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[bool, list
                         cuda_calls.append(current)
                 elif name.startswith("torch._C._cuda"):
                     cuda_calls.append(current)
-        stack.extend(current.children)
+        stack.extend(child_nodes(current))
     return False, cuda_calls
 
 
@@ -561,7 +561,7 @@ class HardCodedCuda(Rule):
             node = stack.pop()
             if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == name:
                 holders.update(dotted(t.target) for t in node.targets if dotted(t.target))
-            stack.extend(node.children)
+            stack.extend(child_nodes(node))
         stack = [func.body]
         while stack:
             node = stack.pop()
@@ -571,7 +571,7 @@ class HardCodedCuda(Rule):
                     return True
             if isinstance(node, cst.Call) and "torch.cuda.is_available" in facts.qnames(node.func):
                 return True
-            stack.extend(node.children)
+            stack.extend(child_nodes(node))
         return False
 
     def _names_an_autocast_device(self, func: cst.FunctionDef, name: str) -> bool:

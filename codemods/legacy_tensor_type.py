@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from fixdev.rule import Edit, Invalid, Rule
+from fixdev.rule import Edit, Invalid, Rule, child_nodes
 
 from . import analysis, placement
 from .flow import What
@@ -628,7 +628,7 @@ def _runs_as_script(facts: "analysis.FileAnalysis") -> bool:
                 while stack and not found:
                     node = stack.pop()
                     found = isinstance(node, cst.Call) and analysis.last_name(node.func) == "parse_args"
-                    stack.extend(node.children)
+                    stack.extend(child_nodes(node))
             if found:
                 break
         facts.shared["runs_as_script"] = found

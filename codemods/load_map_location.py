@@ -6,7 +6,7 @@ import ast
 
 import libcst as cst
 
-from fixdev.rule import Invalid, Rule
+from fixdev.rule import Invalid, Rule, child_nodes
 
 from . import analysis, placement
 
@@ -48,7 +48,7 @@ def _names(node: cst.CSTNode, name: str) -> list[cst.Name]:
             if current.value == name:
                 found.append(current)
             continue
-        stack.extend(current.children)
+        stack.extend(child_nodes(current))
     return found
 
 

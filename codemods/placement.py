@@ -117,7 +117,7 @@ def _local_callables(module: cst.Module) -> set[str]:
             names.add(node.name.value)
             if isinstance(node, cst.FunctionDef):
                 continue
-        stack.extend(node.children)
+        stack.extend(child_nodes(node))
     return names
 
 
@@ -150,7 +150,7 @@ def _mentions(statement: cst.CSTNode, names: set[str]) -> bool:
             continue
         if isinstance(node, cst.Name) and node.value in names:
             return True
-        stack.extend(node.children)
+        stack.extend(child_nodes(node))
     return False
 
 
