@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 import libcst as cst
 
-from fixdev.rule import CharSpanProvider, Edit, child_nodes, dotted
+from fixdev.rule import Edit, child_nodes, dotted
 
 from . import placement
 from .flow import LIGHTNING_MODULES, NOT_MODULES
@@ -243,29 +243,21 @@ class FileAnalysis:
         return self._parents.get(node)
 
     def start(self, node: cst.CSTNode) -> int:
-        return self._context.metadata(CharSpanProvider)[node].start
+        return self._context.spans()[node].start
 
     def end(self, node: cst.CSTNode) -> int:
-        span = self._context.metadata(CharSpanProvider)[node]
+        span = self._context.spans()[node]
         return span.start + span.length
 
     def statement_at(self, offset: int) -> cst.CSTNode | None:
         """The block-level statement (a line or a compound statement) that
         starts at character ``offset``, for rules that find sites in ``ast``."""
-        if "statements" not in self.shared:
-            spans = self._context.metadata(CharSpanProvider)
-            self.shared["statements"] = {
-                spans[n].start: n for n in reversed(self.index_order()) if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-            }
-        return self.shared["statements"].get(offset)
+        return self._context.spans().statement_at(offset)
 
     def call_at(self, start: int, end: int) -> cst.Call | None:
         """The call whose span is ``text[start:end]``, for rules that find
         sites in ``ast`` (whose call spans exclude enclosing parentheses)."""
-        if "calls" not in self.shared:
-            spans = self._context.metadata(CharSpanProvider)
-            self.shared["calls"] = {(spans[n].start, spans[n].start + spans[n].length): n for n in self.index_order() if type(n) is cst.Call}
-        return self.shared["calls"].get((start, end))
+        return self._context.spans().call_at(start, end)
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         while node is not None and not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):

@@ -82,6 +82,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
+from fixdev.source import CPythonPositions
+
 # ---------------------------------------------------------------------------
 # The lattice
 # ---------------------------------------------------------------------------
@@ -2617,7 +2619,7 @@ class FileFlow:
         self._refs: dict[str, Value] = {}
         self._free_values: dict[tuple, Value] = {}  # a prepass is never in progress when asked
         self._mention_index: _Mentions | None = None
-        self._line_starts: list[int] | None = None
+        self._line_starts: CPythonPositions | None = None
         self._spans: dict[ast.stmt, dict] = {}
         self._device_strings: dict[str, Value | None] = {}
         self._told: dict[tuple, tuple] = evidence.resolve(self) if evidence is not None else {}
@@ -3518,22 +3520,16 @@ class FileFlow:
             raise ValueError("FileFlow was made from a tree: pass text= to map offsets")
         return self.text
 
-    def _starts(self) -> list[int]:
+    def _positions(self) -> CPythonPositions:
         if self._line_starts is None:
-            text = self._require_text()
-            starts = [0, self._bom]  # ast's lines count from 1
-            starts += [m.end() for m in _LINE_BREAK.finditer(text)]
-            self._line_starts = starts
+            self._line_starts = CPythonPositions(self._require_text())
         return self._line_starts
 
+    def _starts(self) -> list[int]:
+        return self._positions().starts
+
     def _offset(self, line: int, byte_column: int) -> int:
-        starts = self._starts()
-        start = starts[line] if line < len(starts) else len(self.text)
-        end = starts[line + 1] if line + 1 < len(starts) else len(self.text)
-        line_text = self.text[start:end]
-        if line_text.isascii():
-            return start + byte_column
-        return start + len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace"))
+        return self._positions().offset(line, byte_column)
 
     def _reference_offset(self, node: ast.AST) -> int:
         """Character offset of the name a Name or Attribute node uses."""
@@ -3543,10 +3539,7 @@ class FileFlow:
 
     def _position_of(self, offset: int) -> tuple[int, int]:
         """(line, UTF-8 column), as ast counts them, of a character offset."""
-        starts = self._starts()
-        line = max(bisect.bisect_right(starts, offset) - 1, 1)
-        prefix = self.text[starts[line] : offset]
-        return line, len(prefix) if prefix.isascii() else len(prefix.encode("utf-8"))
+        return self._positions().position(offset)
 
     def _name_offset(self, definition: ast.AST) -> int:
         """Character offset of the name in a def or class statement's header."""

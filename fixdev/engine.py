@@ -20,7 +20,7 @@ import libcst as cst
 
 from .findings import Edit, Finding, apply_edits
 from .registry import load
-from .rule import CharSpanProvider, MetadataWrapper, Rule, RuleContext, Screening
+from .rule import MetadataWrapper, Rule, RuleContext, Screening
 from .source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10
@@ -126,13 +126,14 @@ def _overlaps(edit: Edit, taken: Sequence[Edit]) -> bool:
 _MARKER = re.compile(r"#.*?(?:noqa|fixdev:)", re.IGNORECASE)
 
 
-def suppressed_codes(text: str, module: cst.Module, spans: Mapping[cst.CSTNode, Any], lines: set[int]) -> dict[int, set[str] | None]:
+def suppressed_codes(text: str, module: cst.Module, whole_file_spans: Callable[[], Mapping[cst.CSTNode, Any]], lines: set[int]) -> dict[int, set[str] | None]:
     """Line number → codes or names suppressed there (None: everything), for
     the given lines. The text is searched first; only when a line with a
     finding carries a marker are real comments (not strings) read from the tree."""
     index = LineIndex(text)
     if not any(index.position(m.start())[0] in lines for m in _MARKER.finditer(text)):
         return {}
+    spans = whole_file_spans()
     result: dict[int, set[str] | None] = {}
 
     class Comments(cst.CSTVisitor):
@@ -209,11 +210,14 @@ class Engine:
         findings = [finding for visitor in visitors for finding in visitor.findings]
         if not findings:
             return []
-        check_round_trip(context.code(), text)
-        spans = context.metadata(CharSpanProvider)
+        spans = context.spans()
         index = LineIndex(text)
         lines = {index.position(offset)[0] for f in findings for offset in (f.start, max(f.start, f.end - 1))}
-        suppressions = suppressed_codes(text, module, spans, lines)
+        suppressions = suppressed_codes(text, module, spans.whole_file, lines)
+        if spans.whole:
+            # Positioned as a whole module: its code must be the text. (A
+            # statement at a time, each one's code was checked where it stands.)
+            check_round_trip(context.code(), text)
         if suppressions:
             findings = [f for f in findings if not _is_suppressed(f, index, suppressions)]
         # After suppression: silencing one rule must not hide another's finding.

@@ -24,6 +24,7 @@ from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvide
 from libcst.metadata import ByteSpanPositionProvider
 
 from .findings import Edit, Finding, Fix  # noqa: F401 - rules build these
+from .spans import StatementSpans
 
 
 class MetadataWrapper(cst.MetadataWrapper):
@@ -433,6 +434,13 @@ class RuleContext:
             self.shared["code"] = self.module.code
         return self.shared["code"]
 
+    def spans(self) -> "StatementSpans":
+        """Character spans of the module's nodes (``spans[node]``), found a
+        statement at a time (``fixdev.spans``)."""
+        if "spans" not in self.shared:
+            self.shared["spans"] = StatementSpans(self, lambda: self.metadata(CharSpanProvider))
+        return self.shared["spans"]
+
     def metadata(self, provider: type[BaseMetadataProvider]) -> Mapping[cst.CSTNode, Any]:
         """One kind of metadata for the whole file, computed on first use:
         a file whose candidates all fail a rule's cheap syntactic checks never
@@ -529,7 +537,7 @@ class Rule(BatchableCSTVisitor):
     # -- helpers for building fixes -------------------------------------------
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
-        code_span = self.context.metadata(CharSpanProvider)[node]
+        code_span = self.context.spans()[node]
         return code_span.start, code_span.start + code_span.length
 
     def code_of(self, node: cst.CSTNode) -> str:

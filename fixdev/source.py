@@ -105,6 +105,31 @@ class LineIndex:
         return self.starts[line - 1] + column - 1
 
 
+class CPythonPositions:
+    """Character offsets in ``text`` of the positions CPython's tree gives:
+    lines count from 1, columns in UTF-8 bytes, and the text may start with a
+    byte-order mark CPython was not given."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0, 1 if text.startswith("\ufeff") else 0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+
+    def offset(self, line: int, byte_column: int) -> int:
+        starts, text = self.starts, self.text
+        start = starts[line] if line < len(starts) else len(text)
+        end = starts[line + 1] if line + 1 < len(starts) else len(text)
+        line_text = text[start:end]
+        if line_text.isascii():
+            return start + byte_column
+        return start + len(line_text.encode("utf-8")[:byte_column].decode("utf-8", "replace"))
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """(line, UTF-8 column) of a character offset."""
+        line = max(bisect.bisect_right(self.starts, offset) - 1, 1)
+        prefix = self.text[self.starts[line] : offset]
+        return line, len(prefix) if prefix.isascii() else len(prefix.encode("utf-8"))
+
+
 def split_lines(text: str) -> list[str]:
     """Lines with their breaks, splitting only where Python does (not at form
     feeds or Unicode separators, as ``str.splitlines`` would)."""

@@ -1,0 +1,273 @@
+"""Character spans of libcst nodes, found a statement at a time.
+
+libcst positions a whole module at once: it generates the module's code and
+records where each node's tokens fall (``ByteSpanPositionProvider``), and the
+engine generated the code once more to check that it is the text. On a file
+with findings that was a fifth of fixdev's time, while rules ask for the spans
+of a few nodes in a few statements.
+
+CPython's tree, which the engine has already, says where each block-level
+statement starts. A node's span is found by generating only the block
+statement that holds it (indented as it stands), and that statement's code is
+checked against the text at that place: no offset is used that libcst does
+not reproduce there. Where something does not line up (the statements of the
+two trees differ, an exotic indent), the whole module is positioned as
+before, with the whole-file check.
+"""
+
+from __future__ import annotations
+
+import ast
+from bisect import bisect_right
+from typing import TYPE_CHECKING, Callable, Mapping
+
+import libcst as cst
+from libcst.metadata import ByteSpanPositionProvider, CodeSpan
+
+from .source import CPythonPositions, parseable_text
+
+if TYPE_CHECKING:
+    from .rule import RuleContext
+
+# libcst compound statement -> its bodies, and the CPython node's matching bodies
+_Blocks = list[tuple[cst.BaseSuite, list[ast.stmt]]]
+
+
+class StatementSpans:
+    """``spans[node]``: the node's ``CodeSpan`` in characters of the text,
+    as ``CharSpanProvider`` gives it for the whole module."""
+
+    def __init__(self, context: "RuleContext", whole_file: Callable[[], Mapping[cst.CSTNode, CodeSpan]]) -> None:
+        self._context = context
+        self._whole_file = whole_file
+        self._known: dict[cst.CSTNode, CodeSpan] = {}
+        self._done: set[cst.CSTNode] = set()  # block statements positioned so far
+        # Until the first question, nothing is known: a rule may never ask.
+        self._starts: dict[cst.CSTNode, int] | None = None
+        self._blocks: list | None = None  # [(start, end, statement, nested blocks)] of the module
+        self.whole = context.tree is None  # positioned as a whole module (then checked as one)
+
+    # -- questions -------------------------------------------------------------
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeSpan:
+        if self.whole:
+            return self._whole_file()[node]
+        found = self._known.get(node)
+        if found is not None:
+            return found
+        if node is self._context.module:
+            return CodeSpan(0, len(self._context.text))
+        statement = self._block_statement(node)
+        if statement is None or not self._position(statement):
+            return self._fall_back()[node]
+        found = self._known.get(node)
+        return found if found is not None else self._fall_back()[node]
+
+    def statement_at(self, offset: int) -> cst.CSTNode | None:
+        """The line or compound statement (an ``elif`` too) that starts at ``offset``."""
+        if self.whole or not self._index():
+            spans = self._whole_file()
+            return next((n for n in self._context.index().order if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and spans[n].start == offset), None)
+        return self._statements_by_start.get(offset)
+
+    def call_at(self, start: int, end: int) -> cst.Call | None:
+        """The call whose span is ``text[start:end]``."""
+        if not self.whole and self._index():
+            statement = self._innermost(start)
+            if statement is not None and self._position(statement) and (start, end) in self._calls:
+                return self._calls[(start, end)]
+        spans = self._whole_file()
+        return next((n for n in self._context.index().order if type(n) is cst.Call and (spans[n].start, spans[n].start + spans[n].length) == (start, end)), None)
+
+    # -- where statements start, from CPython's tree ------------------------------
+
+    def _index(self) -> bool:
+        """Block statements → their start; False when the trees disagree."""
+        if self._starts is None:
+            self._starts, self._statements_by_start, self._calls = {}, {}, {}
+            try:
+                self._blocks = self._block(self._context.module.body, self._context.tree.body, CPythonPositions(self._context.text).offset)
+            except _Disagree:
+                self.whole = True
+                return False
+        return not self.whole
+
+    def _block(self, statements, nodes: list[ast.stmt], offset) -> list:
+        entries = []
+        i = 0
+        for statement in statements:
+            if isinstance(statement, cst.SimpleStatementLine):
+                count = len(statement.body)
+                if i + count > len(nodes):
+                    raise _Disagree
+                first, last = nodes[i], nodes[i + count - 1]
+                i += count
+                entries.append((offset(first.lineno, first.col_offset), offset(last.end_lineno, last.end_col_offset), statement, []))
+            else:
+                if i >= len(nodes) or not isinstance(nodes[i], _COMPOUND.get(type(statement), ())):
+                    raise _Disagree
+                node = nodes[i]
+                i += 1
+                inner = [entry for body, body_nodes in _bodies(statement, node, self._elif(offset)) for entry in self._block(body, body_nodes, offset)]
+                start = offset(node.lineno, node.col_offset)
+                self._starts[statement] = start
+                self._statements_by_start.setdefault(start, statement)
+                decorators = getattr(node, "decorator_list", None)
+                if decorators:  # the statement's text starts at its first decorator's @
+                    start = self._context.text.rfind("@", 0, offset(decorators[0].lineno, decorators[0].col_offset))
+                entries.append((start, offset(node.end_lineno, node.end_col_offset), statement, inner))
+                continue
+            self._starts[statement] = entries[-1][0]
+            self._statements_by_start.setdefault(entries[-1][0], statement)
+        if i != len(nodes):
+            raise _Disagree
+        return entries
+
+    def _elif(self, offset) -> Callable[[cst.If, ast.If], None]:
+        def record(statement: cst.If, node: ast.If) -> None:
+            self._statements_by_start.setdefault(offset(node.lineno, node.col_offset), statement)
+
+        return record
+
+    def _innermost(self, offset: int) -> cst.CSTNode | None:
+        """The innermost block statement whose text holds ``offset``."""
+        found, entries = None, self._blocks
+        while entries:
+            i = bisect_right(entries, offset, key=lambda entry: entry[0]) - 1
+            if i < 0 or not entries[i][0] <= offset < max(entries[i][1], entries[i][0] + 1):
+                break
+            found, entries = entries[i][2], entries[i][3]
+        return found
+
+    def _block_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        parents = self._context.parents()
+        current = node
+        while current is not None:
+            parent = parents.get(current)
+            if isinstance(parent, (cst.IndentedBlock, cst.Module)) and isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return current
+            current = parent
+        return None
+
+    # -- positioning one statement --------------------------------------------------
+
+    def _position(self, statement: cst.CSTNode) -> bool:
+        """Spans for every node of ``statement``; False when they cannot be trusted."""
+        if statement in self._done:
+            return True
+        if not self._index() or statement not in self._starts:
+            return False
+        context = self._context
+        text = context.text
+        start = self._starts[statement]
+        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+        indent = text[line_start:start]
+        module = context.module
+        try:
+            if indent.strip(" \t"):
+                raise cst.CSTValidationError("not an indent")
+            body: cst.BaseCompoundStatement | cst.SimpleStatementLine = statement
+            if indent:  # generated inside a block indented as it stands
+                body = cst.If(test=cst.Name("True"), body=cst.IndentedBlock(body=[statement], indent=indent))
+            alone = cst.Module(body=[body], header=(), footer=(), default_indent=module.default_indent, default_newline=module.default_newline)
+        except cst.CSTValidationError:
+            return self._disagree()
+        from .rule import MetadataWrapper, char_spans  # the rule module imports this one
+
+        byte_spans = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider)
+        code = alone.code
+        spans = char_spans(code, byte_spans)
+        own = spans[statement]
+        shift = start - own.start
+        # The text checked: the statement's, from its first decorator to the
+        # end of its last line (a trailing comment, the line break; none at
+        # the end of a file without a last line break). Nodes outside it
+        # (comment lines above the statement) are left to the whole module's
+        # positions.
+        first = spans[statement.decorators[0]].start if getattr(statement, "decorators", None) else own.start
+        source = self._source()
+        expected = source[first + shift : len(code) + shift]
+        if code[first:] != expected and not (len(code) + shift > len(source) and code[first:] == expected + module.default_newline):
+            return self._disagree()
+        last = first + len(expected)
+        known, calls = self._known, self._calls
+        made = {alone} if body is statement else {alone, body, body.body}  # the module and block around it
+        for node, span in spans.items():
+            if node not in made and first <= span.start and span.start + span.length <= last:
+                found = known[node] = CodeSpan(span.start + shift, span.length)
+                if type(node) is cst.Call:
+                    calls.setdefault((found.start, found.start + found.length), node)
+        self._done.add(statement)
+        return True
+
+    def _source(self) -> str:
+        if not hasattr(self, "_parseable"):
+            self._parseable = parseable_text(self._context.text)
+        return self._parseable
+
+    def _disagree(self) -> bool:
+        self.whole = True
+        return False
+
+    def _fall_back(self) -> Mapping[cst.CSTNode, CodeSpan]:
+        return self.whole_file()
+
+    def whole_file(self) -> Mapping[cst.CSTNode, CodeSpan]:
+        """Every node's span, from the whole module's code (which the engine
+        then checks against the text)."""
+        self.whole = True
+        return self._whole_file()
+
+
+class _Disagree(Exception):
+    """libcst's statements and CPython's do not pair up."""
+
+
+_COMPOUND: dict[type, tuple[type, ...]] = {
+    cst.If: (ast.If,),
+    cst.For: (ast.For, ast.AsyncFor),
+    cst.While: (ast.While,),
+    cst.Try: (ast.Try,),
+    cst.TryStar: (getattr(ast, "TryStar", ast.Try),),
+    cst.With: (ast.With, ast.AsyncWith),
+    cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef),
+    cst.ClassDef: (ast.ClassDef,),
+    cst.Match: (getattr(ast, "Match", ast.If),),
+}
+
+
+def _bodies(statement: cst.BaseCompoundStatement, node: ast.stmt, record_elif: Callable[[cst.If, ast.If], None]) -> list[tuple[list, list[ast.stmt]]]:
+    """The indented bodies of a compound statement, each with CPython's list
+    of the same statements (a body on the header's line holds none)."""
+    pairs: list[tuple[cst.BaseSuite | None, list[ast.stmt]]] = []
+    if isinstance(statement, cst.If):
+        pairs.append((statement.body, node.body))
+        orelse, nodes = statement.orelse, node.orelse
+        while isinstance(orelse, cst.If):  # elif: CPython nests an If in orelse
+            if len(nodes) != 1 or not isinstance(nodes[0], ast.If):
+                raise _Disagree
+            record_elif(orelse, nodes[0])
+            pairs.append((orelse.body, nodes[0].body))
+            orelse, nodes = orelse.orelse, nodes[0].orelse
+        if orelse is not None:
+            pairs.append((orelse.body, nodes))
+    elif isinstance(statement, (cst.For, cst.While)):
+        pairs.append((statement.body, node.body))
+        if statement.orelse is not None:
+            pairs.append((statement.orelse.body, node.orelse))
+    elif isinstance(statement, (cst.Try, cst.TryStar)):
+        pairs.append((statement.body, node.body))
+        if len(statement.handlers) != len(node.handlers):
+            raise _Disagree
+        pairs += [(handler.body, handler_node.body) for handler, handler_node in zip(statement.handlers, node.handlers)]
+        if statement.orelse is not None:
+            pairs.append((statement.orelse.body, node.orelse))
+        if statement.finalbody is not None:
+            pairs.append((statement.finalbody.body, node.finalbody))
+    elif isinstance(statement, cst.Match):
+        if len(statement.cases) != len(node.cases):
+            raise _Disagree
+        pairs += [(case.body, case_node.body) for case, case_node in zip(statement.cases, node.cases)]
+    else:  # def, class, with
+        pairs.append((statement.body, node.body))
+    return [(suite.body, nodes) for suite, nodes in pairs if isinstance(suite, cst.IndentedBlock)]
