@@ -429,10 +429,12 @@ class _Alias:
     def _bound_once(self) -> bool:
         """The alias is the one binding of its name in its scope (the function,
         or the module), and no function declares the name global."""
-        if any(self.name in placement.bound_names(n) for n in self.facts.index_order() if isinstance(n, (cst.Global, cst.Nonlocal))):
+        facts = self.facts
+        if "declared_names" not in facts.shared:
+            facts.shared["declared_names"] = {item.name.value for n in facts.index_order() if type(n) in (cst.Global, cst.Nonlocal) for item in n.names}
+        if self.name in facts.shared["declared_names"]:
             return False
-        body = self.scope.body if self.scope is not None else self.facts.module
-        count = sum(self.name in placement.bound_names(n) for n in placement.own_statements(body))
+        count = len(placement.scope_bindings(facts, self.scope if self.scope is not None else facts.module)[1].get(self.name, ()))
         if self.scope is not None:
             count += self.name in placement.parameter_names(self.scope)
         return count == 1

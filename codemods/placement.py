@@ -165,14 +165,20 @@ def own_statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         for child in reversed(child_nodes(node)):
-            if isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+            kind = type(child)  # (exact types: isinstance on libcst's ABC-based nodes is slow)
+            if kind in _DEFINITIONS:
                 yield child
                 continue
-            if isinstance(child, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            if kind in _OWN_SCOPES:
                 continue
-            if isinstance(child, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.Import, cst.ImportFrom, cst.With, cst.NamedExpr, cst.ExceptHandler, cst.Global, cst.Nonlocal)):
+            if kind in _BINDERS:
                 yield child
             stack.append(child)
+
+
+_DEFINITIONS = frozenset({cst.FunctionDef, cst.ClassDef})
+_OWN_SCOPES = frozenset({cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
+_BINDERS = frozenset({cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.Import, cst.ImportFrom, cst.With, cst.NamedExpr, cst.ExceptHandler, cst.Global, cst.Nonlocal})
 
 
 def bound_names(node: cst.CSTNode) -> set[str]:
@@ -246,7 +252,7 @@ def _declared_global_anywhere(facts: "FileAnalysis", name: str) -> bool:
 def _sole_device_binding(facts: "FileAnalysis", scope: cst.CSTNode, use: cst.CSTNode, module_scope: bool) -> str | None:
     """A name bound in ``scope`` by exactly one statement, ``NAME = <device>``,
     that is sure to have run when ``use`` runs."""
-    statements, bindings = _scope_bindings(facts, scope)
+    statements, bindings = scope_bindings(facts, scope)
     for node in statements:
         if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
             continue
@@ -260,7 +266,7 @@ def _sole_device_binding(facts: "FileAnalysis", scope: cst.CSTNode, use: cst.CST
     return None
 
 
-def _scope_bindings(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[list[cst.CSTNode], dict[str, list[cst.CSTNode]]]:
+def scope_bindings(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[list[cst.CSTNode], dict[str, list[cst.CSTNode]]]:
     """``own_statements`` of ``scope``, and those binding each name: one walk
     per scope and file (fixes ask for a device in reach again and again)."""
     key = ("scope_bindings", scope)
@@ -296,7 +302,7 @@ def _sets_self_device(facts: "FileAnalysis", cls: cst.ClassDef) -> bool:
     """The class's ``__init__`` binds ``self.device = <device>``."""
     for init in cls.body.body:
         if isinstance(init, cst.FunctionDef) and init.name.value == "__init__":
-            for node in _scope_bindings(facts, init)[0]:
+            for node in scope_bindings(facts, init)[0]:
                 if isinstance(node, cst.Assign) and len(node.targets) == 1 and is_device_value(facts, node.value):
                     target = node.targets[0].target
                     if isinstance(target, cst.Attribute) and target.attr.value == "device" and isinstance(target.value, cst.Name) and target.value.value == "self":
@@ -329,7 +335,7 @@ def existing_device(facts: "FileAnalysis", node: cst.CSTNode, module_level: bool
         func = facts.enclosing(func, cst.FunctionDef)
 
     def shadowed(name: str, inner: list[cst.FunctionDef]) -> bool:
-        return any(name in parameter_names(scope) or name in _scope_bindings(facts, scope)[1] for scope in inner)
+        return any(name in parameter_names(scope) or name in scope_bindings(facts, scope)[1] for scope in inner)
 
     for depth, func in enumerate(scopes):
         for name in parameter_names(func):
