@@ -17,7 +17,7 @@ import libcst as cst
 from fixdev.rule import Edit, child_nodes, dotted
 
 from . import placement
-from .flow import LIGHTNING_MODULES, NOT_MODULES
+from .flow import LIGHTNING_MODULES, NOT_MODULES, ast_children, ast_walk
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext, Screening
@@ -126,7 +126,7 @@ def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
             elif kind is ast.ClassDef:
                 index.classes.append(node)
             in_class = kind is ast.ClassDef
-            for child in ast.iter_child_nodes(node):
+            for child in ast_children(node):
                 parents[child] = node
                 stack.append((child, child if in_class and type(child) in (ast.FunctionDef, ast.AsyncFunctionDef) else method))
         if getattr(flow, "parents", None) is None:
@@ -175,7 +175,7 @@ def ast_parents(flow: "FileFlow") -> dict:
     """Every node of the flow's ``ast`` tree → its parent, made once per file."""
     parents = getattr(flow, "parents", None)
     if parents is None:
-        parents = {child: parent for parent in ast.walk(flow.tree) for child in ast.iter_child_nodes(parent)}
+        parents = {child: parent for parent in ast_walk(flow.tree) for child in ast.iter_child_nodes(parent)}
         flow.parents = parents
     return parents
 
@@ -191,7 +191,7 @@ def fixed_by_a_bare_move(flow: "FileFlow", name: str, origin) -> bool:
     scope = parents.get(origin)
     while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
         scope = parents.get(scope)
-    for statement in ast.walk(scope if scope is not None else flow.tree):
+    for statement in ast_walk(scope if scope is not None else flow.tree):
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and statement.lineno > origin.lineno:
             func = statement.value.func
             if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and isinstance(func.value, ast.Name) and func.value.id == name:

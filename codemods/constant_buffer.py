@@ -11,7 +11,7 @@ from fixdev.rule import Invalid, Option, Rule
 
 from . import analysis
 from .analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
-from .flow import What
+from .flow import What, ast_walk
 
 # Values a buffer must not stand in for: they register themselves (and move).
 NOT_PLAIN_TENSORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
@@ -268,7 +268,7 @@ def _made_by_a_factory(value: ast.expr) -> bool:
 
 def _ast_forward_reads(methods: list[ast.stmt], name: str) -> bool:
     return any(
-        method.name == "forward" and any(_is_ast_self_attribute(node) and node.attr == name for node in ast.walk(method))
+        method.name == "forward" and any(_is_ast_self_attribute(node) and node.attr == name for node in ast_walk(method))
         for method in methods
     )
 

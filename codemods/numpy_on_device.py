@@ -9,7 +9,7 @@ import libcst as cst
 from fixdev.rule import Invalid, Rule
 
 from . import analysis
-from .flow import FOLLOWS_MODULE, What
+from .flow import FOLLOWS_MODULE, What, ast_walk
 
 # Expressions a `.cpu()` can follow without parentheses.
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
@@ -227,8 +227,8 @@ def _moved_to_host_under_cuda_test(rule: Rule, flow, sink) -> bool:
         if start >= read_at or not isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             continue
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        reads = {n.id for n in ast.walk(statement.value) if isinstance(n, ast.Name)} if statement.value is not None else set()
+        names = {n.id for t in targets for n in ast_walk(t) if isinstance(n, ast.Name)}
+        reads = {n.id for n in ast_walk(statement.value) if isinstance(n, ast.Name)} if statement.value is not None else set()
         for name in names:
             if any(held.get(r, read_at) < start for r in reads):
                 held.setdefault(name, start)
@@ -337,11 +337,11 @@ def _detached_where_bound(flow, read: ast.AST, name: str) -> bool:
         scope = parents.get(scope)
     if scope is None or isinstance(scope, ast.Lambda):
         return False
-    if not isinstance(scope, ast.Module) and name in {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}:
+    if not isinstance(scope, ast.Module) and name in {a.arg for a in ast_walk(scope.args) if isinstance(a, ast.arg)}:
         return False
     found = False
     for statement in _own_statements(scope):
-        for node in ast.walk(statement) if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ():
+        for node in ast_walk(statement) if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ():
             if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
                 assigned = parents.get(node)
                 if not (isinstance(assigned, ast.Assign) and assigned.targets == [node] and _detached_chain(assigned.value)):

@@ -9,7 +9,7 @@ import re
 from fixdev.rule import Edit, Invalid, Rule
 
 from . import analysis, placement
-from .flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What
+from .flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What, ast_walk
 
 PARAMETER_CALLS = frozenset({"parameters", "named_parameters"})
 # Module methods that may run between the optimizer and the model's move when
@@ -145,7 +145,7 @@ class OptimizerBeforeMove(Rule):
     def visit_Module(self, node) -> None:
         flow = analysis.flow_of(self)
         parents = analysis.ast_parents(flow)
-        for load in ast.walk(flow.tree):
+        for load in ast_walk(flow.tree):
             if type(load) is ast.Call and type(load.func) is ast.Attribute and load.func.attr == "load_state_dict":
                 self._check(flow, parents, load)
 
@@ -215,9 +215,9 @@ class OptimizerBeforeMove(Rule):
         identity = flow.value(move.func.value).parts
         identity = identity if isinstance(identity, frozenset) else frozenset()
         reads = _reads(statement) - {root}
-        read_chains = {c for c in (_chain(n) for n in ast.walk(statement) if isinstance(n, ast.Attribute)) if c}
+        read_chains = {c for c in (_chain(n) for n in ast_walk(statement) if isinstance(n, ast.Attribute)) if c}
         own = _own_definitions(flow)
-        for node in (n for s in between for n in ast.walk(s)):
+        for node in (n for s in between for n in ast_walk(s)):
             if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 stored = _chain(node)
                 if stored is not None and (stored.split(".")[0] in reads or stored in read_chains or _covers(stored, chain) or _covers(chain, stored)):
@@ -300,12 +300,12 @@ def _model_owners(parents: dict, maker: ast.Call) -> list[ast.expr]:
     owners: list[ast.expr] = []
     arguments = [*maker.args, *(k.value for k in maker.keywords if k.arg in ("params", None))][:1] or []
     for argument in arguments:
-        for node in ast.walk(argument):
+        for node in ast_walk(argument):
             owners += _parameter_owner(node)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 bound = _sole_binding(parents, maker, node.id)
                 if bound is not None:
-                    for sub in ast.walk(bound):
+                    for sub in ast_walk(bound):
                         owners += _parameter_owner(sub)
     return owners  # modules: the moves found for them are checked to be
 
@@ -338,7 +338,7 @@ def _sole_binding(parents: dict, maker: ast.Call, name: str) -> ast.AST | None:
         return None
     index = next(i for i, s in enumerate(block) if s is statement)
     for earlier in reversed(block[:index]):
-        stores = [n for n in ast.walk(earlier) if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)]
+        stores = [n for n in ast_walk(earlier) if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)]
         if not stores:
             continue
         if isinstance(earlier, ast.Assign) and len(earlier.targets) == 1 and earlier.targets[0] is stores[0] and len(stores) == 1:
@@ -392,10 +392,10 @@ def _move_statement(parents: dict, move: ast.Call, chain: str) -> ast.stmt | Non
         and len(statement.targets) == 1
         and _chain(statement.targets[0]) == chain
     )
-    if not plain or move.func.attr not in ("to", "cuda") or any(isinstance(n, ast.Call) for a in (*move.args, *(k.value for k in move.keywords)) for n in ast.walk(a) if not _device_call(n)):
+    if not plain or move.func.attr not in ("to", "cuda") or any(isinstance(n, ast.Call) for a in (*move.args, *(k.value for k in move.keywords)) for n in ast_walk(a) if not _device_call(n)):
         return None
     guard = parents.get(statement)
-    if isinstance(guard, ast.If) and guard.body == [statement] and not guard.orelse and not any(isinstance(n, ast.Call) and not _device_call(n) for n in ast.walk(guard.test)):
+    if isinstance(guard, ast.If) and guard.body == [statement] and not guard.orelse and not any(isinstance(n, ast.Call) and not _device_call(n) for n in ast_walk(guard.test)):
         return guard
     return statement
 
@@ -467,7 +467,7 @@ def _plain_element(comprehension: ast.AST) -> bool:
         isinstance(n, (ast.Name, ast.Attribute, ast.Load, ast.UnaryOp, ast.Not, ast.BoolOp, ast.And, ast.Or, ast.comprehension, ast.Compare, ast.Constant))
         for generator in comprehension.generators
         for condition in generator.ifs
-        for n in ast.walk(condition)
+        for n in ast_walk(condition)
     )
 
 
@@ -528,7 +528,7 @@ def _block_of(parents: dict, statement: ast.stmt) -> list | None:
 
 
 def _contains(root: ast.AST, node: ast.AST) -> bool:
-    return any(sub is node for sub in ast.walk(root))
+    return any(sub is node for sub in ast_walk(root))
 
 
 def _runs_after(parents: dict, first: ast.AST, second: ast.AST) -> bool:
@@ -552,12 +552,12 @@ def _runs_after(parents: dict, first: ast.AST, second: ast.AST) -> bool:
 
 
 def _reads(statement: ast.stmt) -> set[str]:
-    return {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in ast_walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _own_definitions(flow) -> set[str]:
     """Names of the file's functions and classes."""
-    return {n.name for n in ast.walk(flow.tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))}
+    return {n.name for n in ast_walk(flow.tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))}
 
 
 def _line_start(text: str, offset: int) -> int:

@@ -27,7 +27,7 @@ import libcst as cst
 
 from fixdev.rule import Edit, child_nodes, dotted
 
-from .flow import LIGHTNING_MODULES
+from .flow import LIGHTNING_MODULES, ast_walk
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule
@@ -381,7 +381,7 @@ def expression_bound_at(facts: "FileAnalysis", expression: str, node: cst.CSTNod
         tree = ast.parse(expression, mode="eval")
     except SyntaxError:
         return False
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"next", "iter", "str", "int"}
+    names = {n.id for n in ast_walk(tree) if isinstance(n, ast.Name)} - {"next", "iter", "str", "int"}
     return all(name_bound_at(facts, name, node) for name in names)
 
 

@@ -9,6 +9,7 @@ import libcst as cst
 from fixdev.rule import Edit, Invalid, Rule
 
 from . import analysis, placement
+from .flow import ast_walk
 
 # Calls that read a tensor's data on the host: a value used this way after
 # the move would now fail, so such values are reported, not moved.
@@ -170,7 +171,7 @@ class UnmovedInput(Rule):
 
 def _positions(statement: ast.stmt, name: str) -> list[tuple]:
     target = statement.target if isinstance(statement, ast.For) else statement.targets[0]
-    return [(n.lineno, n.col_offset, "") for n in ast.walk(target) if isinstance(n, ast.Name) and n.id == name] or [(0, 0, name)]
+    return [(n.lineno, n.col_offset, "") for n in ast_walk(target) if isinstance(n, ast.Name) and n.id == name] or [(0, 0, name)]
 
 
 def _move_site(flow, sink) -> tuple | None | bool:
@@ -274,7 +275,7 @@ def _read_on_host_later(flow, statement: ast.stmt, kind: str, names: list[str]) 
             scope = parents.get(scope)
         roots, after = [scope if scope is not None else flow.tree], (statement.end_lineno, statement.end_col_offset)
     for root in roots:
-        for sub in ast.walk(root):
+        for sub in ast_walk(root):
             if not isinstance(sub, ast.Call) or (sub.lineno, sub.col_offset) < after:
                 continue
             func = sub.func
