@@ -51,8 +51,13 @@ def process_files(paths: Sequence[Path], mode: Mode, overrides: Overrides, jobs:
             if hit is not None:
                 ready[i] = hit
     pending = [i for i in range(len(paths)) if i not in ready]
+    use_pool = jobs > 1 and len(pending) >= MIN_FILES_FOR_POOL
+    if use_pool:
+        # Largest files first: the last ones to finish are then small, and no
+        # worker waits long for another at the end (results still come out
+        # in input order).
+        pending.sort(key=lambda i: _size(paths[i]), reverse=True)
     tasks = [(paths[i], mode, overrides, use_cache) for i in pending]
-    use_pool = jobs > 1 and len(tasks) >= MIN_FILES_FOR_POOL
     pool_options = {"max_workers": min(jobs, len(tasks)), "initializer": _start_worker, "initargs": (project,)}
     with ProcessPoolExecutor(**pool_options) if use_pool else _NoPool() as pool:
         # Small chunks keep one huge file from holding the others back.
@@ -66,6 +71,13 @@ def process_files(paths: Sequence[Path], mode: Mode, overrides: Overrides, jobs:
     while following in ready:
         yield ready.pop(following)
         following += 1
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # process_file says what is wrong with it
 
 
 class _NoPool:

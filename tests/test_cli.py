@@ -381,3 +381,16 @@ def test_select_and_ignore_optimizer_before_move(tmp_path, fixdev):
     (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nignore = ["optimizer-before-move"]\n')
     assert codes() == ["FDV101"]
     assert codes("--extend-select", "FDV112") == ["FDV101"]  # --ignore and ignore win over extend-select
+
+
+def test_workers_take_the_largest_files_first_and_report_in_path_order(tmp_path, fixdev):
+    """Several workers start with the largest files (so none waits on a big one
+    at the end); the findings still come out in path order, as with one."""
+    for i in range(12):
+        padding = "x = 1\n" * (300 * (i % 4))  # sizes out of path order
+        (tmp_path / f"m{i:02}.py").write_text(f"import torch\n{padding}def f(x):\n    return torch.ones(x.shape)\n")
+    one = fixdev("--check", "--no-cache", "--output-format", "concise", "--jobs", "1", ".", cwd=tmp_path)
+    two = fixdev("--check", "--no-cache", "--output-format", "concise", "--jobs", "2", ".", cwd=tmp_path)
+    lines = two.stdout.decode().splitlines()
+    assert [line.split(":")[0] for line in lines] == [f"m{i:02}.py" for i in range(12)]
+    assert two.stdout == one.stdout and two.returncode == one.returncode == 1
