@@ -144,6 +144,7 @@ class FileIndex:
         self._star_statements: list[int] = []  # indices of module statements holding `from X import *`
         self._targets: dict[str, set[str]] = {}
         self._top_level: set[str] = set()
+        self._scoped: set[str] = set()  # names an import inside a function or class binds
         self.order: list[cst.CSTNode] = []  # every node but TRIVIA, parents before children
         self.classes: list[cst.ClassDef] = []
         self.names: set[str] = set()  # every name used as a variable (not x.attr, not keyword=)
@@ -173,7 +174,7 @@ class FileIndex:
                 self.rebound.add(node.name.value)
             elif kind == "import":
                 statement = parents.get(node)
-                self._imports(node, parents.get(statement) is module)
+                self._imports(node, parents.get(statement) is module, _in_a_scope(node, parents))
             elif kind == "def":
                 self.rebound.add(node.name.value)
             elif kind == "target":
@@ -187,7 +188,7 @@ class FileIndex:
             elif kind == "rest" and node.rest is not None:
                 self.rebound.add(node.rest.value)
 
-    def _imports(self, node: cst.Import | cst.ImportFrom, top_level: bool) -> None:
+    def _imports(self, node: cst.Import | cst.ImportFrom, top_level: bool, scoped: bool) -> None:
         if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
             self.star_import = True
             return
@@ -204,6 +205,8 @@ class FileIndex:
             self._targets.setdefault(name, set()).add(target)
             if top_level:
                 self._top_level.add(name)
+            if scoped:
+                self._scoped.add(name)
 
     def module_alias(self, path: str) -> str | None:
         """A name a module-level import binds to module ``path`` (``torch`` for
@@ -229,10 +232,16 @@ class FileIndex:
                 return {STAR_IMPORTED}
             return set()
         targets = self._targets[name]
-        if name in self.rebound or len(targets) != 1:
+        if name in self.rebound or (len(targets) != 1 and name in self._scoped):
             return None
         if name not in self._top_level and name in _BUILTIN_NAMES:
             return None  # imported in a function only: elsewhere the name is the builtin
+        if len(targets) != 1:
+            # Imports outside functions and classes, each its own target
+            # (``try: from torch.hub import load_state_dict_from_url`` / ``except
+            # ImportError: from torch.utils.model_zoo import load_url as ...``):
+            # one scope holds them all, and libcst names every one.
+            return {".".join([target, *attributes]) for target in targets if target}
         # A name only imports bind, all to one target, means that target
         # wherever it is bound; where it is not (a use outside the function
         # that imports it), the code would raise NameError, so no answer is
@@ -240,6 +249,16 @@ class FileIndex:
         # more than all the rules on a large file.
         (target,) = targets
         return {".".join([target, *attributes])} if target else set()
+
+
+def _in_a_scope(node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:
+    """``node`` is inside a function or class (not in module-level code)."""
+    current = parents.get(node)
+    while current is not None:
+        if type(current) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            return True
+        current = parents.get(current)
+    return False
 
 
 def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:

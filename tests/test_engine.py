@@ -243,6 +243,46 @@ def test_names_imported_inside_functions_resolve_as_libcsts_scope_analysis_does(
     assert context.index().resolve("open", []) is None  # the builtin elsewhere: libcst decides
 
 
+FALLBACK_IMPORTS = '''\
+try:
+    from torch.hub import load_state_dict_from_url
+except ImportError:
+    from torch.utils.model_zoo import load_url as load_state_dict_from_url
+if HALF:
+    import torch.cuda.amp as amp
+else:
+    import apex.amp as amp
+
+state = load_state_dict_from_url(URL)
+
+
+def build(url):
+    with amp.autocast():
+        return load_state_dict_from_url(url)
+'''
+
+
+def test_names_module_level_imports_bind_several_ways_resolve_as_libcsts_scope_analysis_does():
+    """A name imported one way or another (``try`` / ``except ImportError``,
+    ``if`` / ``else``) outside functions: every import's name, without a scope analysis."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
+
+    from fixdev.rule import RuleContext
+
+    wrapper = MetadataWrapper(cst.parse_module(FALLBACK_IMPORTS))
+    context = RuleContext(module=wrapper.module, text=FALLBACK_IMPORTS, wrapper=wrapper)
+    provider = wrapper.resolve(QualifiedNameProvider)
+    calls = [n for n in context.index().order if isinstance(n, cst.Call)]
+    assert len(calls) == 3
+    for call in calls:
+        found = provider[call.func]
+        found = found() if callable(found) else found
+        expected = {q.name for q in found if q.source is not QualifiedNameSource.LOCAL}
+        assert len(expected) == 2 and context.qualified_names(call.func) == expected, cst.Module([]).code_for_node(call)
+    assert context.index().resolve("load_state_dict_from_url", []) == {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
+
+
 def test_a_rule_that_would_visit_a_layout_token_is_refused():
     """The index leaves layout tokens out, so a rule visiting one would never
     be called: it is refused, with what to do instead."""
