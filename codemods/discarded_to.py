@@ -63,7 +63,8 @@ class DiscardedTo(Rule):
     name = "discarded-to"
     group = "mismatch"
     message = "`Tensor.to()` returns a new tensor; the result is discarded"
-    trigger = r"(?m)^[ \t]*[\w.]+\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\("
+    # (the first, a part of the second, is searched fast: the second only runs on files it matches)
+    trigger = (r"\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\(", r"(?m)^[ \t]*[\w.]+\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\(")
 
     @classmethod
     def screen(cls, screening) -> bool:

@@ -91,7 +91,7 @@ class FactoryDevice(Rule):
     name = "factory-device"
     group = "mismatch"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
-    trigger = (analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(", r"\bclass\b|\.(?:to|cuda)\s*\(|device")
+    trigger = (r"\bclass\b|\.(?:to|cuda)\s*\(|device", analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(")  # the fast one first
 
     @classmethod
     def screen(cls, screening) -> bool:

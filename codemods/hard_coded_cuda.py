@@ -422,7 +422,9 @@ class HardCodedCuda(Rule):
     name = "hard-coded-cuda"
     group = "cuda-only"
     message = 'Hard-coded "cuda": the program cannot run without CUDA'
-    trigger = r"""["']cuda|\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\s*\.\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\s*\("""
+    # "cuda" first, searched fast: a torch.cuda function is reached through a
+    # name that spells it (`torch.cuda.synchronize`, `from torch.cuda import ...`)
+    trigger = "cuda", r"""["']cuda|\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\s*\.\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\s*\("""
 
     @classmethod
     def screen(cls, screening) -> bool:

@@ -76,7 +76,8 @@ class LikeFactory(Rule):
     name = "like-factory"
     group = "mismatch"
     message = "Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"
-    trigger = r"\b(?:ones|zeros|empty|rand|randn|full|randint)\s*\([^()]*\.(?:shape\b|size\s*\()"
+    # (the first, a part of the second, is searched fast: the second only runs on files it matches)
+    trigger = (r"\.(?:shape\b|size\s*\()", r"\b(?:ones|zeros|empty|rand|randn|full|randint)\s*\([^()]*\.(?:shape\b|size\s*\()")
 
     @classmethod
     def screen(cls, screening) -> bool:

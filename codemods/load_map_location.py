@@ -121,7 +121,7 @@ class LoadMapLocation(Rule):
     name = "load-map-location"
     group = "cuda-only"
     message = "Loading without `map_location` fails on a machine without the GPU the file was saved from"
-    trigger = r"\bload(?:_state_dict_from_url|_url)?\s*\("
+    trigger = ("load", r"\bload(?:_state_dict_from_url|_url)?\s*\(")  # the first is searched fast
 
     @classmethod
     def screen(cls, screening) -> bool:

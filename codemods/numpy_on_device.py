@@ -79,7 +79,7 @@ class NumpyOnDevice(Rule):
     name = "numpy-on-device"
     group = "mismatch"
     message = "Tensor that may live on a device is read as a NumPy array; copy it to the host first"
-    trigger = (r"\.numpy\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(", r"\.(?:to|cuda)\s*\(|device")
+    trigger = (r"\.(?:to|cuda)\s*\(|device", r"\.numpy\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(")  # the fast one first
 
     @classmethod
     def screen(cls, screening) -> bool:
