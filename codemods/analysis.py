@@ -98,10 +98,18 @@ def class_definitions(facts: "RuleContext | Screening") -> list[ast.ClassDef]:
     return _ast_index(facts).classes
 
 
+def imported_names(facts: "RuleContext | Screening") -> set[str]:
+    """Every name an import binds anywhere in the file (``t`` for ``import
+    torch as t``, ``torch`` for ``import torch.nn``): a name no import binds
+    has no qualified name (``RuleContext.qualified_names``)."""
+    return _ast_index(facts).imported
+
+
 class _AstIndex(NamedTuple):
     calls: dict[str, list[ast.Call]]  # by the callee's last name
     methods: dict[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]  # the method holding each call
     classes: list[ast.ClassDef]
+    imported: set[str]
 
 
 def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
@@ -110,7 +118,7 @@ def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
     shared = facts.shared
     if "ast_index" not in shared:
         flow = flow_for(facts)
-        index = _AstIndex({}, {}, [])
+        index = _AstIndex({}, {}, [], set())
         parents: dict[ast.AST, ast.AST] = {}
         stack: list[tuple[ast.AST, ast.AST | None]] = [(flow.tree, None)]
         while stack:
@@ -125,6 +133,8 @@ def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
                     index.methods[node] = method
             elif kind is ast.ClassDef:
                 index.classes.append(node)
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                index.imported.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
             in_class = kind is ast.ClassDef
             for child in ast_children(node):
                 parents[child] = node

@@ -83,7 +83,7 @@ class ConstantBuffer(Rule):
     def screen(cls, screening) -> bool:
         """A class with ``__init__`` whose methods set ``self.NAME`` to a
         factory's tensor, or to None where another statement sets it to
-        something else and ``forward`` reads it (``visit_ClassDef``'s candidates,
+        something else, not an ``nn.Parameter``, and ``forward`` reads it (``visit_ClassDef``'s candidates,
         before it asks whether the class is a module, where ``super().__init__()``
         ends, and what else sets NAME)."""
         for node in analysis.class_definitions(screening):
@@ -99,10 +99,12 @@ class ConstantBuffer(Rule):
                 if any(_made_by_a_factory(value) for value in set_to):
                     return True
                 others = [value for value in set_to if not (type(value) is ast.Constant and value.value is None)]
+                flow = analysis.flow_for(screening)
                 if (
                     0 < len(others) < len(set_to)
                     and _ast_forward_reads(methods, name)
-                    and all(_made_by_a_factory(value) or analysis.flow_for(screening).what(value) is What.TENSOR for value in others)
+                    and not any(type(value) is ast.Call and flow.qualified_name(value.func) in NOT_PLAIN_TENSORS for value in others)
+                    and all(_made_by_a_factory(value) or flow.what(value) is What.TENSOR for value in others)
                 ):
                     return True
         return False

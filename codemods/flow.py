@@ -3692,8 +3692,8 @@ class _Mentions:
         # name -> [(offset, scope (None: a class body, which no run sees), after a dot)]
         self.occurrences: dict[str, list[tuple[int, Scope | None, bool]]] = {}
         self.edges: dict[ast.AST, set] = {}  # scope -> the definitions it mentions
-        counts = collections.Counter(_IDENTIFIER.findall(text))
-        wanted = {name for name, nodes in by_name.items() if counts[name] > len(nodes)}  # else only in their own headers
+        # else only in their own headers (a substring count can only say "more": then the search below finds none)
+        wanted = {name for name, nodes in by_name.items() if text.count(name) > len(nodes)}
         if wanted:
             literals = [(m.start(), m.end()) for m in _STRINGS_AND_COMMENTS.finditer(text)]
             literal_starts = [start for start, _ in literals]

@@ -125,13 +125,17 @@ class LoadMapLocation(Rule):
 
     @classmethod
     def screen(cls, screening) -> bool:
-        """A call of a loader (as the flow resolves its name; a name it cannot
-        resolve counts) without ``map_location``, ``*`` or ``**`` arguments, and
+        """A call of a loader (rooted at a name an import binds, as the flow
+        resolves it; a name it cannot resolve counts) without ``map_location``, ``*`` or ``**`` arguments, and
         no more positional ones than the loader's place for ``map_location``."""
         flow = analysis.flow_for(screening)
+        imported = analysis.imported_names(screening)
         for call in analysis.calls_named(screening, *SHORT_NAMES):
             if any(type(arg) is ast.Starred for arg in call.args) or any(k.arg in (None, "map_location") for k in call.keywords):
                 continue
+            root = analysis.chain_root(call.func)
+            if root is None or root.id not in imported:
+                continue  # `self.load(...)`, `Checkpointer(m).load(...)`: the rule names no loader there
             name = flow.qualified_name(call.func)
             if name is not None and name not in LOADERS:
                 continue  # json.load, np.load
