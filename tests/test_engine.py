@@ -303,3 +303,38 @@ def test_a_rule_that_would_visit_a_layout_token_is_refused():
     context = RuleContext(module=wrapper.module, text="f(a, b)\n", wrapper=wrapper)
     with pytest.raises(TypeError, match="CommaCounter.visit_Comma: the index leaves layout tokens out"):
         context.run([CommaCounter(context)])
+
+
+def test_the_cycle_collector_is_paused_while_a_file_is_analysed_and_only_then():
+    """A file's trees live until it is done: the collector does not walk them
+    again and again meanwhile, and runs again after, whatever happened."""
+    import gc
+
+    import libcst as cst
+
+    from fixdev.engine import Engine
+    from fixdev.rule import Rule
+
+    seen = []
+
+    class Probe(Rule):
+        code, name, message, trigger = "FDV999", "probe", "probe", "."
+
+        def visit_Call(self, node: cst.Call) -> None:
+            seen.append(gc.isenabled())
+
+    engine = Engine([Probe])
+    assert gc.isenabled()
+    engine.lint("f(1)\n")
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(SourceError):
+        engine.lint("f(\n")
+    assert gc.isenabled()
+    engine.fix("f(1)\n")
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        engine.lint("f(1)\n")
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()
