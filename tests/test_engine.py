@@ -200,6 +200,26 @@ def test_noqa_with_a_code_prefix_suppresses(tmp_path, fixdev):
     assert [line.split(":")[1] for line in result.stdout.decode().splitlines()] == ["3"]
 
 
+def _names_of_calls(text: str) -> tuple:
+    """(the context, [(a call's code, fixdev's qualified names of its callee,
+    libcst's scope analysis's)]) for every call of ``text``."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
+
+    from fixdev.rule import RuleContext
+
+    wrapper = MetadataWrapper(cst.parse_module(text))
+    context = RuleContext(module=wrapper.module, text=text, wrapper=wrapper)
+    provider = wrapper.resolve(QualifiedNameProvider)
+    answers = []
+    for call in [n for n in context.index().order if isinstance(n, cst.Call)]:
+        found = provider[call.func]
+        found = found() if callable(found) else found  # lazy in newer libcst
+        expected = {q.name for q in found if q.source is not QualifiedNameSource.LOCAL}
+        answers.append((cst.Module([]).code_for_node(call), context.qualified_names(call.func), expected))
+    return context, answers
+
+
 LOCAL_IMPORTS = '''\
 import os
 
@@ -224,21 +244,10 @@ def test_names_imported_inside_functions_resolve_as_libcsts_scope_analysis_does(
     """The fast path (imports alone) gives libcst's answer for names only a
     function's imports bind; a builtin's name imported in one function stays
     the builtin elsewhere, so the scope analysis is asked for it."""
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
-
-    from fixdev.rule import RuleContext
-
-    wrapper = MetadataWrapper(cst.parse_module(LOCAL_IMPORTS))
-    context = RuleContext(module=wrapper.module, text=LOCAL_IMPORTS, wrapper=wrapper)
-    provider = wrapper.resolve(QualifiedNameProvider)
-    calls = [n for n in context.index().order if isinstance(n, cst.Call)]
-    assert len(calls) == 4
-    for call in calls:
-        found = provider[call.func]
-        found = found() if callable(found) else found  # lazy in newer libcst
-        expected = {q.name for q in found if q.source is not QualifiedNameSource.LOCAL}
-        assert context.qualified_names(call.func) == expected, cst.Module([]).code_for_node(call)
+    context, answers = _names_of_calls(LOCAL_IMPORTS)
+    assert len(answers) == 4
+    for code, ours, libcsts in answers:
+        assert ours == libcsts, code
     assert context.index().resolve("torch", ["load"]) == {"torch.load"}  # no scope analysis needed
     assert context.index().resolve("open", []) is None  # the builtin elsewhere: libcst decides
 
@@ -265,21 +274,10 @@ def build(url):
 def test_names_module_level_imports_bind_several_ways_resolve_as_libcsts_scope_analysis_does():
     """A name imported one way or another (``try`` / ``except ImportError``,
     ``if`` / ``else``) outside functions: every import's name, without a scope analysis."""
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
-
-    from fixdev.rule import RuleContext
-
-    wrapper = MetadataWrapper(cst.parse_module(FALLBACK_IMPORTS))
-    context = RuleContext(module=wrapper.module, text=FALLBACK_IMPORTS, wrapper=wrapper)
-    provider = wrapper.resolve(QualifiedNameProvider)
-    calls = [n for n in context.index().order if isinstance(n, cst.Call)]
-    assert len(calls) == 3
-    for call in calls:
-        found = provider[call.func]
-        found = found() if callable(found) else found
-        expected = {q.name for q in found if q.source is not QualifiedNameSource.LOCAL}
-        assert len(expected) == 2 and context.qualified_names(call.func) == expected, cst.Module([]).code_for_node(call)
+    context, answers = _names_of_calls(FALLBACK_IMPORTS)
+    assert len(answers) == 3
+    for code, ours, libcsts in answers:
+        assert len(libcsts) == 2 and ours == libcsts, code
     assert context.index().resolve("load_state_dict_from_url", []) == {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
 
 
