@@ -185,7 +185,7 @@ def ast_parents(flow: "FileFlow") -> dict:
     """Every node of the flow's ``ast`` tree → its parent, made once per file."""
     parents = getattr(flow, "parents", None)
     if parents is None:
-        parents = {child: parent for parent in ast_walk(flow.tree) for child in ast.iter_child_nodes(parent)}
+        parents = {child: parent for parent in ast_walk(flow.tree) for child in ast_children(parent)}
         flow.parents = parents
     return parents
 

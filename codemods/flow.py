@@ -2652,7 +2652,7 @@ class FileFlow:
         self._refs: dict[str, Value] = {}
         self._free_values: dict[tuple, Value] = {}  # a prepass is never in progress when asked
         self._mention_index: _Mentions | None = None
-        self._line_starts: CPythonPositions | None = None
+        self._cpython_positions: CPythonPositions | None = None
         self._spans: dict[ast.stmt, dict] = {}
         self._device_strings: dict[str, Value | None] = {}
         self._told: dict[tuple, tuple] = evidence.resolve(self) if evidence is not None else {}
@@ -3554,9 +3554,9 @@ class FileFlow:
         return self.text
 
     def _positions(self) -> CPythonPositions:
-        if self._line_starts is None:
-            self._line_starts = CPythonPositions(self._require_text())
-        return self._line_starts
+        if self._cpython_positions is None:
+            self._cpython_positions = CPythonPositions(self._require_text())
+        return self._cpython_positions
 
     def _starts(self) -> list[int]:
         return self._positions().starts

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from fixdev.rule import Edit, Invalid, Rule, child_nodes, dotted
+from fixdev.source import line_start
 
 from . import analysis, placement
 
@@ -683,8 +684,8 @@ class HardCodedCuda(Rule):
             return
         text = self.context.text
         start = self.span(statement)[0]
-        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
-        indent = text[line_start:start]
+        line_begin = line_start(text, start)
+        indent = text[line_begin:start]
         newline = self.context.module.default_newline
         step = self.context.module.default_indent
         guard = f"if {prefix}.is_available():{newline}{indent}{step}"

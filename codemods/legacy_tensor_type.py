@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from fixdev.rule import Edit, Invalid, Rule, child_nodes
+from fixdev.source import line_start
 
 from . import analysis, placement
 from .flow import What
@@ -430,9 +431,7 @@ class _Alias:
         """The alias is the one binding of its name in its scope (the function,
         or the module), and no function declares the name global."""
         facts = self.facts
-        if "declared_names" not in facts.shared:
-            facts.shared["declared_names"] = {item.name.value for n in facts.index_order() if type(n) in (cst.Global, cst.Nonlocal) for item in n.names}
-        if self.name in facts.shared["declared_names"]:
+        if placement.declared_global_or_nonlocal(facts, self.name):
             return False
         count = len(placement.scope_bindings(facts, self.scope if self.scope is not None else facts.module)[1].get(self.name, ()))
         if self.scope is not None:
@@ -553,7 +552,7 @@ class _Alias:
             return None
         text = self.rule.context.text
         start, end = self.rule.span(line)
-        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+        line_begin = line_start(text, start)
         rest = text[end:]
         stripped = rest.lstrip(" \t")
         if stripped.startswith("#"):
@@ -563,7 +562,7 @@ class _Alias:
             if stripped.startswith(ending):
                 newline += len(ending)
                 break
-        return Edit(line_start, end + newline, "")
+        return Edit(line_begin, end + newline, "")
 
 
 

@@ -7,6 +7,7 @@ import builtins
 import re
 
 from fixdev.rule import Edit, Invalid, Rule
+from fixdev.source import line_start
 
 from . import analysis, placement
 from .flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What, ast_walk
@@ -261,8 +262,8 @@ class OptimizerBeforeMove(Rule):
         text = self.context.text
         made_start = flow.span(block[first])[0]
         move_start, move_end = flow.span(statement)
-        insert_at = _line_start(text, made_start)
-        cut_start = _line_start(text, move_start)
+        insert_at = line_start(text, made_start)
+        cut_start = line_start(text, move_start)
         indent = text[insert_at:made_start]
         if indent.strip() or text[cut_start:move_start] != indent:
             return None  # not alone on their lines, or indented differently
@@ -560,10 +561,6 @@ def _own_definitions(flow) -> set[str]:
     return {n.name for n in ast_walk(flow.tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))}
 
 
-def _line_start(text: str, offset: int) -> int:
-    return max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
-
-
 def _comments_above(text: str, start: int, floor: int, indent: str) -> int:
     """``start`` moved up over the comment lines, indented alike, right above
     it (and below ``floor``, the end of the statement before)."""
@@ -571,7 +568,7 @@ def _comments_above(text: str, start: int, floor: int, indent: str) -> int:
         line_end = start - 1
         if text[line_end] == "\n" and line_end > 0 and text[line_end - 1] == "\r":
             line_end -= 1
-        line_begin = _line_start(text, line_end)
+        line_begin = line_start(text, line_end)
         if line_begin < floor:
             break
         line = text[line_begin:line_end]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 import libcst as cst
 
 from fixdev.rule import Edit, child_nodes, dotted
+from fixdev.source import line_start
 
 from .flow import LIGHTNING_MODULES, ast_walk
 
@@ -242,11 +243,24 @@ def binds(scope: cst.CSTNode, name: str) -> bool:
 
 
 def _declared_global_anywhere(facts: "FileAnalysis", name: str) -> bool:
-    if "global_declarations" not in facts.shared:
-        facts.shared["global_declarations"] = {
-            item.name.value for node in facts.index_order() if isinstance(node, cst.Global) for item in node.names
-        }
-    return name in facts.shared["global_declarations"]
+    return name in _declarations(facts)[cst.Global]
+
+
+def declared_global_or_nonlocal(facts: "FileAnalysis", name: str) -> bool:
+    """Some function of the file declares ``name`` ``global`` or ``nonlocal``."""
+    declared = _declarations(facts)
+    return name in declared[cst.Global] or name in declared[cst.Nonlocal]
+
+
+def _declarations(facts: "FileAnalysis") -> dict[type, set[str]]:
+    """The names the file's ``global`` and ``nonlocal`` statements declare, by kind: one walk per file."""
+    if "declarations" not in facts.shared:
+        found: dict[type, set[str]] = {cst.Global: set(), cst.Nonlocal: set()}
+        for node in facts.index_order():
+            if type(node) in found:
+                found[type(node)].update(item.name.value for item in node.names)
+        facts.shared["declarations"] = found
+    return facts.shared["declarations"]
 
 
 def _sole_device_binding(facts: "FileAnalysis", scope: cst.CSTNode, use: cst.CSTNode, module_scope: bool) -> str | None:
@@ -470,10 +484,10 @@ def lines_before(rule: "Rule", block: cst.CSTNode, index: int, lines: list[str])
         return rule.insert(len(text), "".join(line + newline for line in lines))
     neighbour = body[index - 1] if index > 0 else body[0]
     start = rule.span(neighbour)[0]
-    line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
-    indent = text[line_start:start]
+    line_begin = line_start(text, start)
+    indent = text[line_begin:start]
     if index == 0:
-        return rule.insert(line_start, "".join(indent + line + newline for line in lines))
+        return rule.insert(line_begin, "".join(indent + line + newline for line in lines))
     match = _LINE_BREAK.search(text, rule.span(neighbour)[1])
     if match is None:  # the previous statement ends the file, without a line break
         return rule.insert(len(text), "".join(newline + indent + line for line in lines))

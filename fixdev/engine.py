@@ -22,7 +22,8 @@ import libcst as cst
 
 from .findings import Edit, Finding, apply_edits
 from .registry import load
-from .rule import MetadataWrapper, Rule, RuleContext, Screening
+from .rule import Rule, RuleContext, Screening
+from .spans import MetadataWrapper
 from .source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10

@@ -13,7 +13,6 @@ import builtins
 import dataclasses
 import re
 import textwrap
-from bisect import bisect_right
 from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
@@ -24,20 +23,8 @@ from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvide
 from libcst.metadata import ByteSpanPositionProvider
 
 from .findings import Edit, Finding, Fix  # noqa: F401 - rules build these
-from .spans import StatementSpans
-
-
-class MetadataWrapper(cst.MetadataWrapper):
-    """libcst's wrapper, less one walk. ``resolve`` computes providers that
-    do not batch (byte spans, positions) and then walks the whole tree for the
-    batchable ones, even when none is left: a walk with no visitor in it, as
-    long as generating the file's code. Here an empty batch skips it."""
-
-    def visit_batched(self, visitors, before_visit=None, after_leave=None):  # noqa: ANN001, ANN201 - libcst's signature
-        visitors = list(visitors)
-        if not visitors and before_visit is None and after_leave is None:
-            return self.module
-        return super().visit_batched(visitors, before_visit, after_leave)
+from .source import line_start
+from .spans import StatementSpans, char_spans, inside_block
 
 
 class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
@@ -54,32 +41,6 @@ class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
     def _gen_impl(self, module: cst.Module) -> None:
         for node, span in char_spans(module.code, self.metadata[ByteSpanPositionProvider]).items():
             self.set_metadata(node, span)
-
-
-def char_spans(code: str, byte_spans: Mapping[cst.CSTNode, CodeSpan]) -> Mapping[cst.CSTNode, CodeSpan]:
-    """``CharSpanProvider``'s answer from libcst's byte spans of the module whose code is ``code``."""
-    if code.isascii():
-        return byte_spans
-    ends: list[int] = []  # byte offset just after each non-ASCII character
-    extra: list[int] = []  # bytes beyond one per character, up to that point
-    total = 0
-    for match in _NON_ASCII.finditer(code):
-        total += len(match.group().encode("utf-8")) - 1
-        ends.append(match.end() + total)
-        extra.append(total)
-
-    def char_offset(byte_offset: int) -> int:
-        i = bisect_right(ends, byte_offset)
-        return byte_offset - (extra[i - 1] if i else 0)
-
-    found = {}
-    for node, span in byte_spans.items():
-        start = char_offset(span.start)
-        found[node] = CodeSpan(start, char_offset(span.start + span.length) - start)
-    return found
-
-
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def dotted(node: cst.CSTNode) -> str | None:
@@ -587,8 +548,7 @@ class Rule(BatchableCSTVisitor):
         if statement is not None:
             text = self.context.text
             statement_start = self.span(statement)[0]
-            line_start = max(text.rfind("\n", 0, statement_start), text.rfind("\r", 0, statement_start)) + 1
-            prefix = text[line_start:statement_start]
+            prefix = text[line_start(text, statement_start) : statement_start]
             indent = prefix[: len(prefix) - len(prefix.lstrip(" \t"))]
         module = self.context.module
         newline = module.default_newline
@@ -596,7 +556,7 @@ class Rule(BatchableCSTVisitor):
         if indent:
             head = "if True:" + newline + indent
             try:
-                line = cst.If(test=cst.Name("True"), body=cst.IndentedBlock(body=[line], indent=indent))
+                line = inside_block(line, indent)
             except cst.CSTValidationError:  # not an indent libcst takes for a block
                 return self._code_in_module(old, new)
         code = module.code_for_node(line)

@@ -105,6 +105,11 @@ class LineIndex:
         return self.starts[line - 1] + column - 1
 
 
+def line_start(text: str, offset: int) -> int:
+    """Offset of the start of the line holding ``offset`` (after a line feed or a carriage return)."""
+    return max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+
+
 class CPythonPositions:
     """Character offsets in ``text`` of the positions CPython's tree gives:
     lines count from 1, columns in UTF-8 bytes, and the text may start with a

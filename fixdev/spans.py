@@ -18,19 +18,64 @@ before, with the whole-file check.
 from __future__ import annotations
 
 import ast
+import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Callable, Mapping
 
 import libcst as cst
 from libcst.metadata import ByteSpanPositionProvider, CodeSpan
 
-from .source import CPythonPositions, parseable_text
+from .source import CPythonPositions, line_start, parseable_text
 
 if TYPE_CHECKING:
     from .rule import RuleContext
 
-# libcst compound statement -> its bodies, and the CPython node's matching bodies
-_Blocks = list[tuple[cst.BaseSuite, list[ast.stmt]]]
+
+class MetadataWrapper(cst.MetadataWrapper):
+    """libcst's wrapper, less one walk. ``resolve`` computes providers that
+    do not batch (byte spans, positions) and then walks the whole tree for the
+    batchable ones, even when none is left: a walk with no visitor in it, as
+    long as generating the file's code. Here an empty batch skips it."""
+
+    def visit_batched(self, visitors, before_visit=None, after_leave=None):  # noqa: ANN001, ANN201 - libcst's signature
+        visitors = list(visitors)
+        if not visitors and before_visit is None and after_leave is None:
+            return self.module
+        return super().visit_batched(visitors, before_visit, after_leave)
+
+
+def char_spans(code: str, byte_spans: Mapping[cst.CSTNode, CodeSpan]) -> Mapping[cst.CSTNode, CodeSpan]:
+    """``CharSpanProvider``'s answer from libcst's byte spans of the module whose code is ``code``."""
+    if code.isascii():
+        return byte_spans
+    ends: list[int] = []  # byte offset just after each non-ASCII character
+    extra: list[int] = []  # bytes beyond one per character, up to that point
+    total = 0
+    for match in _NON_ASCII.finditer(code):
+        total += len(match.group().encode("utf-8")) - 1
+        ends.append(match.end() + total)
+        extra.append(total)
+
+    def char_offset(byte_offset: int) -> int:
+        i = bisect_right(ends, byte_offset)
+        return byte_offset - (extra[i - 1] if i else 0)
+
+    found = {}
+    for node, span in byte_spans.items():
+        start = char_offset(span.start)
+        found[node] = CodeSpan(start, char_offset(span.start + span.length) - start)
+    return found
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def inside_block(statement: cst.CSTNode, indent: str) -> cst.If:
+    """``statement`` as the body of ``if True:``, indented by ``indent``: how a
+    statement is generated as it stands inside nested blocks (a block's lines
+    carry the indents of every block around them). Raises
+    ``CSTValidationError`` for an indent libcst does not take."""
+    return cst.If(test=cst.Name("True"), body=cst.IndentedBlock(body=[statement], indent=indent))
 
 
 class StatementSpans:
@@ -41,10 +86,13 @@ class StatementSpans:
         self._context = context
         self._whole_file = whole_file
         self._known: dict[cst.CSTNode, CodeSpan] = {}
+        self._calls: dict[tuple[int, int], cst.Call] = {}  # the calls of the statements positioned, by span
         self._done: set[cst.CSTNode] = set()  # block statements positioned so far
         # Until the first question, nothing is known: a rule may never ask.
-        self._starts: dict[cst.CSTNode, int] | None = None
+        self._starts: dict[cst.CSTNode, int] | None = None  # block statement -> where it starts
+        self._statements_by_start: dict[int, cst.CSTNode] = {}  # elif statements too
         self._blocks: list | None = None  # [(start, end, statement, nested blocks)] of the module
+        self._parseable: str | None = None  # the text libcst was given
         self.whole = context.tree is None  # positioned as a whole module (then checked as one)
 
     # -- questions -------------------------------------------------------------
@@ -59,9 +107,9 @@ class StatementSpans:
             return CodeSpan(0, len(self._context.text))
         statement = self._block_statement(node)
         if statement is None or not self._position(statement):
-            return self._fall_back()[node]
+            return self.whole_file()[node]
         found = self._known.get(node)
-        return found if found is not None else self._fall_back()[node]
+        return found if found is not None else self.whole_file()[node]
 
     def statement_at(self, offset: int) -> cst.CSTNode | None:
         """The line or compound statement (an ``elif`` too) that starts at ``offset``."""
@@ -84,7 +132,7 @@ class StatementSpans:
     def _index(self) -> bool:
         """Block statements → their start; False when the trees disagree."""
         if self._starts is None:
-            self._starts, self._statements_by_start, self._calls = {}, {}, {}
+            self._starts = {}
             try:
                 self._blocks = self._block(self._context.module.body, self._context.tree.body, CPythonPositions(self._context.text).offset)
             except _Disagree:
@@ -160,20 +208,15 @@ class StatementSpans:
         context = self._context
         text = context.text
         start = self._starts[statement]
-        line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
-        indent = text[line_start:start]
+        indent = text[line_start(text, start) : start]
         module = context.module
         try:
             if indent.strip(" \t"):
                 raise cst.CSTValidationError("not an indent")
-            body: cst.BaseCompoundStatement | cst.SimpleStatementLine = statement
-            if indent:  # generated inside a block indented as it stands
-                body = cst.If(test=cst.Name("True"), body=cst.IndentedBlock(body=[statement], indent=indent))
+            body = inside_block(statement, indent) if indent else statement
             alone = cst.Module(body=[body], header=(), footer=(), default_indent=module.default_indent, default_newline=module.default_newline)
         except cst.CSTValidationError:
             return self._disagree()
-        from .rule import MetadataWrapper, char_spans  # the rule module imports this one
-
         byte_spans = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider)
         code = alone.code
         spans = char_spans(code, byte_spans)
@@ -201,16 +244,13 @@ class StatementSpans:
         return True
 
     def _source(self) -> str:
-        if not hasattr(self, "_parseable"):
+        if self._parseable is None:
             self._parseable = parseable_text(self._context.text)
         return self._parseable
 
     def _disagree(self) -> bool:
         self.whole = True
         return False
-
-    def _fall_back(self) -> Mapping[cst.CSTNode, CodeSpan]:
-        return self.whole_file()
 
     def whole_file(self) -> Mapping[cst.CSTNode, CodeSpan]:
         """Every node's span, from the whole module's code (which the engine

@@ -13,7 +13,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import ByteSpanPositionProvider, ParentNodeProvider, PositionProvider
 
-from fixdev.rule import CharSpanProvider, MetadataWrapper, Rule, RuleContext
+from fixdev.rule import CharSpanProvider, Rule, RuleContext
+from fixdev.spans import MetadataWrapper
 
 from .conftest import FIXTURES, ROOT
 

@@ -11,7 +11,8 @@ import pytest
 
 from fixdev.engine import Engine
 from fixdev.registry import all_rules
-from fixdev.rule import CharSpanProvider, MetadataWrapper, RuleContext
+from fixdev.rule import CharSpanProvider, RuleContext
+from fixdev.spans import MetadataWrapper
 from fixdev.source import SourceError, parseable_text
 
 from .conftest import FIXTURES, ROOT
