@@ -1200,6 +1200,10 @@ class _Run:
         if state is not None:
             self.returns = join(self.returns, SCALAR_VALUE)
             self.exits = self._join(self.exits, state)
+        # Finished, a run is only read (values, exits, sinks). Without its
+        # flow it closes no cycle (flow -> cache -> run -> flow), and a
+        # file's flow is freed by reference counting when its user drops it.
+        self.flow = None
         return self
 
     def block(self, statements: list[ast.stmt], state: dict | None) -> dict | None:

@@ -136,20 +136,29 @@ def suppressed_codes(text: str, module: cst.Module, whole_file_spans: Callable[[
     index = LineIndex(text)
     if not any(index.position(m.start())[0] in lines for m in _MARKER.finditer(text)):
         return {}
-    spans = whole_file_spans()
-    result: dict[int, set[str] | None] = {}
+    reader = _SuppressionComments(index, whole_file_spans())
+    module.visit(reader)
+    return reader.result
 
-    class Comments(cst.CSTVisitor):
-        def visit_Comment(self, node: cst.Comment) -> None:
-            line, _ = index.position(spans[node].start)
-            words = _comment_suppressions(node.value)
-            if words is False:
-                return
-            current = result.get(line, set())
-            result[line] = None if words is None or current is None else current | words
 
-    module.visit(Comments())
-    return result
+class _SuppressionComments(cst.CSTVisitor):
+    """Collects each line's suppression comments. (A class made anew inside
+    ``suppressed_codes`` held the file's spans in a cycle, freed only by the
+    cycle collector.)"""
+
+    def __init__(self, index: LineIndex, spans: Mapping[cst.CSTNode, Any]) -> None:
+        super().__init__()
+        self.index = index
+        self.spans = spans
+        self.result: dict[int, set[str] | None] = {}
+
+    def visit_Comment(self, node: cst.Comment) -> None:
+        line, _ = self.index.position(self.spans[node].start)
+        words = _comment_suppressions(node.value)
+        if words is False:
+            return
+        current = self.result.get(line, set())
+        self.result[line] = None if words is None or current is None else current | words
 
 
 def _comment_suppressions(comment: str) -> set[str] | None | bool:
@@ -192,16 +201,24 @@ class Engine:
         ``project``: facts about the run's other files, handed to the rules as is.
         ``triggers=False``: every rule runs, whatever the text shows (facts
         from outside the text, such as an error's message, may say what it does not)."""
+        # The file's caches (trees, metadata, the analyses screens and rules
+        # share) are dropped as soon as it is done. They hold cycles (a
+        # context's spans point back at it), and dropped they are freed at
+        # once, by reference counting, instead of waiting for the cycle
+        # collector to walk millions of objects to find them.
+        shared: dict[str, Any] = {}
         with _no_cycle_collection():
-            return self._lint(text, project, triggers)
+            try:
+                return self._lint(text, project, triggers, shared)
+            finally:
+                shared.clear()
 
-    def _lint(self, text: str, project: Any, triggers: bool) -> list[Finding]:
+    def _lint(self, text: str, project: Any, triggers: bool, shared: dict[str, Any]) -> list[Finding]:
         rules = [rule for rule in self.rules if not triggers or rule.might_match(text)]
         if not rules:
             syntax_check(text)
             return []
         tree, cpython_error = _cpython_parse(text)
-        shared: dict[str, Any] = {}
         if tree is not None and triggers:
             # Screens read CPython's tree: most files a trigger matches hold
             # nothing for any rule, and then libcst never parses them.
