@@ -1,7 +1,8 @@
 """Results cached by what determines them, so an unchanged file is not parsed
 again: its bytes, the mode, the rules that run on it with their options, and
 fixdev's own code (version and a fingerprint of its source files, so an edited
-rule never serves a stale result). What a result used from the run's other
+rule never serves a stale result), and the Python and libcst that read it
+(their parsers decide what is a syntax error). What a result used from the run's other
 files (what their functions return: the questions its analysis asked and the
 answers it got) is stored with it, and the runner serves it only while the
 run answers every question alike. Entries live in ``.fixdev_cache/`` in the
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import sys
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +27,13 @@ FOLDER = ".fixdev_cache"
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    digest = hashlib.sha256(__version__.encode())
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        parser = version("libcst")  # read from its metadata: a warm run never imports libcst
+    except PackageNotFoundError:
+        parser = "?"
+    digest = hashlib.sha256(repr((__version__, sys.version_info[:3], sys.implementation.name, parser)).encode())
     from . import codemods
 
     for package in (Path(__file__).parent, Path(codemods.__file__).parent):

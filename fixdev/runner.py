@@ -25,6 +25,7 @@ from .writer import WriteError, write_atomic
 # libcst's tree takes some 500 bytes of memory per character of source: a
 # larger file is reported rather than risk the machine's memory.
 MAX_CHARACTERS = 2_000_000
+SYNTAX_ERROR = "syntax-error"  # a cache entry holding the message of a text that does not parse
 
 
 class Mode(str, Enum):
@@ -155,10 +156,10 @@ def process_text(
         result.error = f"file too large to analyse ({len(text) / 1e6:.1f} million characters; the limit is {MAX_CHARACTERS / 1e6:.0f})"
         return result
     settings: Settings | None = None
+    entry = None
     try:
         settings = settings_for(path, overrides)
         facts = project.for_file(path) if project is not None else None
-        entry = None
         if use_cache and approve is None:
             entry = cache.key(text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, _selection(settings, path))
             cached = cache.load(entry)
@@ -166,6 +167,9 @@ def process_text(
                 _fill(result, mode, *cached[:4])
                 if notebook is not None:
                     _fill_notebook(result, notebook)
+                return result
+            if isinstance(cached, tuple) and len(cached) == 2 and cached[0] == SYNTAX_ERROR:
+                result.error = cached[1]
                 return result
         if cache_only:
             return None
@@ -192,6 +196,10 @@ def process_text(
         result.error, result.error_is_config = f"{where}: error: with the command-line flags, {exc}", True
     except SourceError as exc:
         result.error = str(exc)
+        if entry is not None:
+            # The text's own fault, the same next time (the key holds the
+            # parsers' versions): a warm run does not parse it, or load libcst, again.
+            cache.store(entry, (SYNTAX_ERROR, result.error))
     except RecursionError:
         result.error = "code is nested too deeply to analyse"
     except Exception as exc:  # a bug in a rule must cost one file, not the run

@@ -57,6 +57,25 @@ def test_changes_that_matter_miss(counted, tmp_path, monkeypatch):
     finally:
         cache.code_fingerprint.cache_clear()
     assert len(counted) == seen + 1, "version"
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0.1" if name == "libcst" else real(name))
+    cache.code_fingerprint.cache_clear()
+    try:
+        run(tmp=tmp_path)
+    finally:
+        cache.code_fingerprint.cache_clear()
+    assert len(counted) == seen + 2, "libcst's version (its parser decides what is a syntax error)"
+
+
+def test_a_syntax_error_is_served_from_the_cache(counted, tmp_path):
+    broken = BUGGY + "y = (\n"
+    first = run(text=broken, tmp=tmp_path)
+    assert len(counted) == 1 and "was never closed" in first.error
+    second = run(text=broken, tmp=tmp_path)
+    assert len(counted) == 1, "the second run must not parse"
+    assert second.error == first.error and second.findings == []
 
 
 def test_options_are_part_of_the_key(counted, tmp_path, monkeypatch):

@@ -35,9 +35,10 @@ def test_table_entries_load_their_rules_and_match_as_they_do() -> None:
         assert [info.might_match(text) for text in texts] == [rule.might_match(text) for text in texts], info.code
 
 
-def _imported(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+def _imported(tmp_path: Path, *args: str, cache: bool = False) -> tuple[subprocess.CompletedProcess, set[str]]:
     """Runs fixdev in a fresh interpreter; returns the run and the modules it imported."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "fixdev", "--no-cache", *args], cwd=tmp_path, capture_output=True, text=True)
+    flags = [] if cache else ["--no-cache"]
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "fixdev", *flags, *args], cwd=tmp_path, capture_output=True, text=True)
     modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     return done, modules
 
@@ -83,3 +84,21 @@ def test_a_syntax_error_without_triggers_is_still_reported(tmp_path: Path, text:
     done, _ = _imported(tmp_path, "--check", "broken.py")
     assert done.returncode == 2
     assert f"broken.py: error: " in done.stderr and message in done.stderr
+
+
+def test_a_syntax_error_is_served_from_the_cache_without_libcst(tmp_path: Path) -> None:
+    """A file that does not parse gives the same error until its bytes change
+    (the cache key holds the parsers' versions): a warm run reports it again
+    without parsing it, so without loading libcst."""
+    (tmp_path / "broken.py").write_text("import torch\nx = torch.zeros(3).cuda(\n")
+    (tmp_path / "plain.py").write_text(NO_TRIGGER)
+    first, modules = _imported(tmp_path, "--check", ".", cache=True)
+    assert first.returncode == 2 and "libcst" in modules
+    assert "broken.py: error: " in first.stderr and "was never closed" in first.stderr
+    again, modules = _imported(tmp_path, "--check", ".", cache=True)
+    said = [(run.returncode, run.stdout, [line for line in run.stderr.splitlines() if not line.startswith("import time:")]) for run in (first, again)]
+    assert said[0] == said[1]
+    assert not _heavy(modules)
+    (tmp_path / "broken.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
+    fixed, _ = _imported(tmp_path, "--check", ".", cache=True)
+    assert fixed.returncode == 1 and "FDV104" in fixed.stdout and "broken.py: error" not in fixed.stderr
