@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from fixdev.rule import Edit, Invalid, Rule
@@ -92,7 +94,14 @@ class CudaCall(Rule):
     message = "`.cuda()` ties the code to CUDA; use `.to(device)`"
     trigger = r"\.cuda\s*\("
 
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """A call ``X.cuda(...)`` in the code (the trigger also matches one
+        in a docstring or a comment)."""
+        return any(type(call.func) is ast.Attribute for call in analysis.calls_named(screening, "cuda"))
+
     VALID = [
+        "import torch\ndef move(x, device):\n    \"\"\"Moves x, like x.cuda() would.\"\"\"\n    return x.to(device)  # not x.cuda()\n",
         "import torch\nx = x.to(device)\n",
         "import torch\nok = torch.cuda.is_available()\n",
         "import torch\nx = torch.ones(3, device='cuda')\n",
