@@ -180,10 +180,13 @@ def own_statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
 _DEFINITIONS = frozenset({cst.FunctionDef, cst.ClassDef})
 _OWN_SCOPES = frozenset({cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 _BINDERS = frozenset({cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.Import, cst.ImportFrom, cst.With, cst.NamedExpr, cst.ExceptHandler, cst.Global, cst.Nonlocal})
+_BINDING_KINDS = _DEFINITIONS | _BINDERS  # (libcst's node classes have no subclasses)
 
 
 def bound_names(node: cst.CSTNode) -> set[str]:
     """Names one statement from ``own_statements`` binds in its scope."""
+    if type(node) not in _BINDING_KINDS:
+        return set()  # (asked of every node of a file: exact types first, isinstance on libcst's nodes is slow)
     if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
         return {node.name.value}
     if isinstance(node, cst.Import):
@@ -266,18 +269,29 @@ def _declarations(facts: "FileAnalysis") -> dict[type, set[str]]:
 def _sole_device_binding(facts: "FileAnalysis", scope: cst.CSTNode, use: cst.CSTNode, module_scope: bool) -> str | None:
     """A name bound in ``scope`` by exactly one statement, ``NAME = <device>``,
     that is sure to have run when ``use`` runs."""
-    statements, bindings = scope_bindings(facts, scope)
-    for node in statements:
-        if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
-            continue
-        name = node.targets[0].target.value
-        if len(bindings[name]) != 1 or not is_device_value(facts, node.value):
-            continue
+    for node, name in _device_bindings(facts, scope):
         if module_scope and _declared_global_anywhere(facts, name):
             continue  # a function may rebind it
         if bound_when_run(facts, node, use):
             return name
     return None
+
+
+def _device_bindings(facts: "FileAnalysis", scope: cst.CSTNode) -> list[tuple[cst.Assign, str]]:
+    """The statements ``NAME = <device>`` of ``scope``, each the one binding
+    of its name there, in order: once per scope (fixes ask again and again)."""
+    key = ("device_bindings", scope)
+    if key not in facts.shared:
+        statements, bindings = scope_bindings(facts, scope)
+        found = []
+        for node in statements:
+            if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name)):
+                continue
+            name = node.targets[0].target.value
+            if len(bindings[name]) == 1 and is_device_value(facts, node.value):
+                found.append((node, name))
+        facts.shared[key] = found
+    return facts.shared[key]
 
 
 def scope_bindings(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[list[cst.CSTNode], dict[str, list[cst.CSTNode]]]:
