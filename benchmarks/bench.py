@@ -196,18 +196,21 @@ def bench_tree(title: str, tree: Path, work: Path, jobs: int, torchfix: str | No
     parse_runs = runs["libcst parse only, 1 process"]
     # seconds: the median; × parse: the median of the rounds' ratios (each to its own round's parse)
     rows = [(name, (statistics.median(r[0] for r in measured_runs), max(r[1] for r in measured_runs), measured_runs[0][2], measured_runs[0][3]),
-             statistics.median(r[0] / parse_run[0] for r, parse_run in zip(measured_runs, parse_runs)))
+             [r[0] / parse_run[0] for r, parse_run in zip(measured_runs, parse_runs)])
             for name, measured_runs in runs.items()]
+    rows = [(name, measured_row, statistics.median(ratios), ratios) for name, measured_row, ratios in rows]
     parse, cold, warm, single = (row[1] for row in rows[:4])
-    ratio = {name: r for name, _, r in rows}
+    ratio = {name: r for name, _, r, _ in rows}
     outputs = {(r[2], r[3]) for name, measured_runs in runs.items() if name.startswith("fixdev") for r in measured_runs}
-    print(f"{'run':<32} {'seconds':>8} {'× parse':>8} {'peak MB':>8}")
-    for name, (seconds, peak, _, _), times in rows:
-        print(f"{name:<32} {seconds:>8.2f} {times:>8.3f} {peak / 1024:>8.0f}")
+    spread = "  rounds' × parse" if repeat > 1 else ""
+    print(f"{'run':<32} {'seconds':>8} {'× parse':>8} {'peak MB':>8}{spread}")
+    for name, (seconds, peak, _, _), times, ratios in rows:
+        each = "  " + " ".join(f"{r:.3f}" for r in ratios) if len(ratios) > 1 else ""
+        print(f"{name:<32} {seconds:>8.2f} {times:>8.3f} {peak / 1024:>8.0f}{each}")
     peak_mb = max(r[1][1] for r in rows[1:4]) / 1024
     findings = cold[2].count(b"\n")
     print(f"findings: {findings}; exit codes cold/warm/one worker: {cold[3]}/{warm[3]}/{single[3]}")
-    cold_ratio, warm_ratio = (ratio[name] for name, _, _ in rows[1:3])
+    cold_ratio, warm_ratio = (ratio[name] for name, _, _, _ in rows[1:3])
     print(f"targets: cold <= {TARGETS['cold']}x parse: {cold_ratio <= TARGETS['cold']}; warm <= {TARGETS['warm']}x parse: "
           f"{warm_ratio <= TARGETS['warm']}; peak <= {TARGETS['peak_mb']} MB: {peak_mb <= TARGETS['peak_mb']}")
     failed = []
