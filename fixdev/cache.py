@@ -47,6 +47,11 @@ def folder() -> Path:
     return Path(os.environ.get("FIXDEV_CACHE_DIR") or Path.cwd() / FOLDER)
 
 
+def is_empty() -> bool:
+    """No entry was ever stored here (the folder does not exist): every lookup would miss."""
+    return not folder().is_dir()
+
+
 def key(data: bytes, *parts: Any) -> str:
     digest = hashlib.sha256(data)
     digest.update(repr((code_fingerprint(), parts)).encode())

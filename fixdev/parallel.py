@@ -6,6 +6,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from . import cache
 from .runner import FileResult, Mode, Overrides, process_file
 
 # Below this many files a pool costs more (start-up, imports) than it saves.
@@ -45,7 +46,7 @@ def process_files(paths: Sequence[Path], mode: Mode, overrides: Overrides, jobs:
     the pool, so a warm run starts no workers at all."""
     project = project_of(paths, use_cache)
     ready: dict[int, FileResult] = {}
-    if use_cache:
+    if use_cache and not cache.is_empty():  # (a first run has nothing to look up: the files go straight to the workers)
         for i, path in enumerate(paths):
             hit = process_file(path, mode, overrides, use_cache=True, cache_only=True, project=project)
             if hit is not None:

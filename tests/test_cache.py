@@ -106,3 +106,27 @@ def test_no_cache_flag(tmp_path, fixdev):
     assert not (tmp_path / ".fixdev_cache").exists()
     fixdev("m.py", cwd=tmp_path)
     assert (tmp_path / ".fixdev_cache" / ".gitignore").exists()
+
+
+def test_a_first_run_looks_nothing_up_and_the_next_is_served(counted, tmp_path, monkeypatch):
+    """With no cache folder yet every lookup would miss: the files go straight
+    to the analysis (no pass reading them all first). The next run is served."""
+    from fixdev import parallel
+
+    lookups = []
+    real = parallel.process_file
+
+    def process_file(path, *rest, cache_only=False, **options):
+        if cache_only:
+            lookups.append(path)
+        return real(path, *rest, cache_only=cache_only, **options)
+
+    monkeypatch.setattr(parallel, "process_file", process_file)
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"m{i}.py")
+        paths[-1].write_text(BUGGY + f"y = {i}\n")
+    first = [[f.code for f in r.findings] for r in parallel.process_files(paths, Mode.CHECK, Overrides(), jobs=1)]
+    assert first == [["FDV101"]] * 3 and lookups == [] and len(counted) == 3
+    again = [[f.code for f in r.findings] for r in parallel.process_files(paths, Mode.CHECK, Overrides(), jobs=1)]
+    assert again == first and lookups == paths and len(counted) == 3
