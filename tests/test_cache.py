@@ -50,22 +50,23 @@ def test_changes_that_matter_miss(counted, tmp_path, monkeypatch):
     run(mode=Mode.DIFF, tmp=tmp_path)
     assert len(counted) > 3, "mode"
     seen = len(counted)
-    monkeypatch.setattr(cache, "__version__", "9.9.9")
-    cache.code_fingerprint.cache_clear()
-    try:
-        run(tmp=tmp_path)
-    finally:
+
+    def run_with_fingerprint_changed(target, name, value):
+        before = getattr(target, name)
+        setattr(target, name, value)
         cache.code_fingerprint.cache_clear()
+        try:
+            run(tmp=tmp_path)
+        finally:
+            setattr(target, name, before)
+            cache.code_fingerprint.cache_clear()
+
+    run_with_fingerprint_changed(cache, "__version__", "9.9.9")
     assert len(counted) == seen + 1, "version"
     import importlib.metadata
 
     real = importlib.metadata.version
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.0.1" if name == "libcst" else real(name))
-    cache.code_fingerprint.cache_clear()
-    try:
-        run(tmp=tmp_path)
-    finally:
-        cache.code_fingerprint.cache_clear()
+    run_with_fingerprint_changed(importlib.metadata, "version", lambda name: "0.0.1" if name == "libcst" else real(name))
     assert len(counted) == seen + 2, "libcst's version (its parser decides what is a syntax error)"
 
 
