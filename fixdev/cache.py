@@ -15,7 +15,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -66,17 +65,33 @@ def load(entry: str) -> Any | None:
         return None
 
 
+_made: set[Path] = set()  # folders this process has made (or found), so a run of stores does not ask again
+
+
 def store(entry: str, value: Any) -> None:
-    root = folder()
-    target = root / entry[:2]
+    target = folder() / entry[:2]
     try:
+        _write(target, entry, value)
+    except OSError:
+        if target not in _made:
+            return  # a cache that cannot be written only costs speed
+        _made.discard(target)  # removed since this process made it: once more, making it again
+        try:
+            _write(target, entry, value)
+        except OSError:
+            pass
+
+
+def _write(target: Path, entry: str, value: Any) -> None:
+    if target not in _made:
         target.mkdir(parents=True, exist_ok=True)
-        ignore = root / ".gitignore"
+        ignore = target.parent / ".gitignore"
         if not ignore.exists():
             ignore.write_text("# created by fixdev\n*\n")
-        handle, temp = tempfile.mkstemp(dir=target, suffix=".tmp")
-        with os.fdopen(handle, "wb") as out:
-            pickle.dump(value, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(temp, target / entry)
-    except OSError:
-        pass  # a cache that cannot be written only costs speed
+        _made.add(target)
+    # Written beside the entry under a name no other process uses, then
+    # renamed over it: a reader sees the old entry or the new, never half.
+    temp = target / f"{entry}.{os.getpid()}.tmp"
+    with open(temp, "wb") as out:
+        pickle.dump(value, out, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(temp, target / entry)

@@ -131,3 +131,18 @@ def test_a_first_run_looks_nothing_up_and_the_next_is_served(counted, tmp_path, 
     assert first == [["FDV101"]] * 3 and lookups == [] and len(counted) == 3
     again = [[f.code for f in r.findings] for r in parallel.process_files(paths, Mode.CHECK, Overrides(), jobs=1)]
     assert again == first and lookups == paths and len(counted) == 3
+
+
+def test_a_cache_folder_removed_during_the_run_is_made_again(counted, tmp_path):
+    """The process remembers the folders it made; one removed meanwhile (a
+    user clearing the cache) is made again, and the entry is written."""
+    import shutil
+
+    run(tmp=tmp_path)
+    shutil.rmtree(tmp_path / "cache")
+    run(tmp=tmp_path)
+    assert len(counted) == 2
+    run(tmp=tmp_path)
+    assert len(counted) == 2, "the entry written after the folder was removed serves"
+    assert (tmp_path / "cache" / ".gitignore").exists()
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
