@@ -24,6 +24,7 @@ FACTORIES = {
 # Keywords the _like twins accept; any other (out=, generator=, names=,
 # pin_memory=) has no counterpart, so the rule stays silent.
 KEPT_KEYWORDS = {"dtype", "layout", "requires_grad"}
+ACCEPTED_KEYWORDS = KEPT_KEYWORDS | {"fill_value", "size"}  # a factory call with any other keyword is left alone (_split_shape)
 SHORT_NAMES = {name.split(".")[-1] for name in FACTORIES}
 VARARG_FACTORIES = {"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"}
 
@@ -82,9 +83,12 @@ class LikeFactory(Rule):
     @classmethod
     def screen(cls, screening) -> bool:
         """A factory given ``T.shape`` or ``T.size()`` for a name chain ``T``
-        that is not ``self``/``cls`` nor known to be a NumPy array."""
+        that is not ``self``/``cls`` nor known to be a NumPy array, and no
+        keyword the ``_like`` form would not keep (``generator=``, ``device=``, ``**``)."""
         flow = analysis.flow_for(screening)
         for call in analysis.calls_named(screening, *SHORT_NAMES):
+            if any(k.arg is None or k.arg not in ACCEPTED_KEYWORDS for k in call.keywords):
+                continue  # _split_shape gives up on it
             for arg in (*call.args, *(k.value for k in call.keywords)):
                 value = arg.value if type(arg) is ast.Starred else arg
                 if type(value) is ast.Attribute and value.attr == "shape":
