@@ -430,13 +430,17 @@ class _Alias:
     def _bound_once(self) -> bool:
         """The alias is the one binding of its name in its scope (the function,
         or the module), and no function declares the name global."""
-        facts = self.facts
-        if placement.declared_global_or_nonlocal(facts, self.name):
+        if placement.declared_global_or_nonlocal(self.facts, self.name):
             return False
-        count = len(placement.scope_bindings(facts, self.scope if self.scope is not None else facts.module)[1].get(self.name, ()))
+        return self._bindings_in_scope(self.name) == 1
+
+    def _bindings_in_scope(self, name: str) -> int:
+        """How many statements of the alias's scope bind ``name``, a parameter counting as one."""
+        facts = self.facts
+        count = len(placement.scope_bindings(facts, self.scope if self.scope is not None else facts.module)[1].get(name, ()))
         if self.scope is not None:
-            count += self.name in placement.parameter_names(self.scope)
-        return count == 1
+            count += name in placement.parameter_names(self.scope)
+        return count
 
     def _resolves_here(self, use: cst.Name) -> bool:
         """``use`` reads the alias's binding: the nearest enclosing function
@@ -459,11 +463,7 @@ class _Alias:
         torch = self.rule._torch_of(cuda_side)
         if torch is None:
             return None
-        body = self.scope.body if self.scope is not None else self.facts.module
-        bindings = sum(torch in placement.bound_names(n) for n in placement.own_statements(body))
-        if self.scope is not None:
-            bindings += torch in placement.parameter_names(self.scope)
-        if bindings > 1:
+        if self._bindings_in_scope(torch) > 1:
             return None
         func = self.facts.enclosing(use, cst.FunctionDef)
         while func is not None and func is not self.scope:

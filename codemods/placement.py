@@ -392,11 +392,11 @@ def name_bound_at(facts: "FileAnalysis", name: str, node: cst.CSTNode) -> bool:
     while scope is not None:
         if name in parameter_names(scope):
             return True
-        bindings = _bindings_of(scope, name)
+        bindings = scope_bindings(facts, scope)[1].get(name, [])
         if bindings:
             return len(bindings) == 1 and not isinstance(bindings[0], (cst.Global, cst.Nonlocal)) and dominates(facts, bindings[0], node)
         scope = facts.enclosing(scope, cst.FunctionDef)
-    bindings = _bindings_of(facts.module, name)
+    bindings = scope_bindings(facts, facts.module)[1].get(name, [])
     return len(bindings) == 1 and not _declared_global_anywhere(facts, name) and bound_when_run(facts, bindings[0], node)
 
 
