@@ -22,7 +22,7 @@ import libcst as cst
 
 from .findings import Edit, Finding, apply_edits
 from .registry import load
-from .rule import Rule, RuleContext, Screening
+from .rule import RuleContext, Screening
 from .spans import MetadataWrapper
 from .source import LineIndex, SourceError, parseable_text
 
@@ -303,8 +303,9 @@ def _no_cycle_collection() -> Iterator[None]:
     """The cycle collector paused while one file is analysed. A file's trees
     and flow are millions of objects that live until it is done: the
     collector, run every few hundred allocations, walked them again and again
-    (a quarter of a run over real code, most of it in full collections). Its
-    next run, just after, frees the file's cycles in one pass."""
+    (a quarter of a run over real code, most of it in full collections).
+    When the file is done they hold no cycle and are freed by reference
+    counting (``lint``); the collector's next run finds little left."""
     if not gc.isenabled():  # already paused (fix lints round after round)
         yield
         return
