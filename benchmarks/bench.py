@@ -194,13 +194,12 @@ def bench_tree(title: str, tree: Path, work: Path, jobs: int, torchfix: str | No
     if torchfix:  # once: it is slow, and far from the targets
         add(f"TorchFix (--jobs {jobs})", measured([torchfix, "--jobs", str(jobs), "."], tree, env))
     parse_runs = runs["libcst parse only, 1 process"]
-    # seconds: the median; × parse: the median of the rounds' ratios (each to its own round's parse)
-    rows = [(name, (statistics.median(r[0] for r in measured_runs), max(r[1] for r in measured_runs), measured_runs[0][2], measured_runs[0][3]),
-             [r[0] / parse_run[0] for r, parse_run in zip(measured_runs, parse_runs)])
-            for name, measured_runs in runs.items()]
-    rows = [(name, measured_row, statistics.median(ratios), ratios) for name, measured_row, ratios in rows]
+    rows = []  # (name, (median seconds, peak KiB, stdout, exit code), median × parse, each round's × parse)
+    for name, measured_runs in runs.items():
+        ratios = [r[0] / parse_run[0] for r, parse_run in zip(measured_runs, parse_runs)]  # each to its own round's parse
+        summary = (statistics.median(r[0] for r in measured_runs), max(r[1] for r in measured_runs), measured_runs[0][2], measured_runs[0][3])
+        rows.append((name, summary, statistics.median(ratios), ratios))
     parse, cold, warm, single = (row[1] for row in rows[:4])
-    ratio = {name: r for name, _, r, _ in rows}
     outputs = {(r[2], r[3]) for name, measured_runs in runs.items() if name.startswith("fixdev") for r in measured_runs}
     spread = "  rounds' × parse" if repeat > 1 else ""
     print(f"{'run':<32} {'seconds':>8} {'× parse':>8} {'peak MB':>8}{spread}")
@@ -210,7 +209,7 @@ def bench_tree(title: str, tree: Path, work: Path, jobs: int, torchfix: str | No
     peak_mb = max(r[1][1] for r in rows[1:4]) / 1024
     findings = cold[2].count(b"\n")
     print(f"findings: {findings}; exit codes cold/warm/one worker: {cold[3]}/{warm[3]}/{single[3]}")
-    cold_ratio, warm_ratio = (ratio[name] for name, _, _, _ in rows[1:3])
+    cold_ratio, warm_ratio = (row[2] for row in rows[1:3])
     print(f"targets: cold <= {TARGETS['cold']}x parse: {cold_ratio <= TARGETS['cold']}; warm <= {TARGETS['warm']}x parse: "
           f"{warm_ratio <= TARGETS['warm']}; peak <= {TARGETS['peak_mb']} MB: {peak_mb <= TARGETS['peak_mb']}")
     failed = []
