@@ -77,8 +77,10 @@ class LikeFactory(Rule):
     name = "like-factory"
     group = "mismatch"
     message = "Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"
-    # (the first, a part of the second, is searched fast: the second only runs on files it matches)
-    trigger = (r"\.(?:shape\b|size\s*\()", r"\b(?:ones|zeros|empty|rand|randn|full|randint)\s*\([^()]*\.(?:shape\b|size\s*\()")
+    # The first, a part of the second, is searched fast: the second only runs
+    # on files it matches. No `\b` before the names: it would make the search
+    # try every position (2.5 times slower); the screen reads the real names.
+    trigger = (r"\.(?:shape\b|size\s*\()", r"(?:ones|zeros|empty|rand|randn|full|randint)\s*\([^()]*\.(?:shape\b|size\s*\()")
 
     @classmethod
     def screen(cls, screening) -> bool:

@@ -16,7 +16,7 @@ import re
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
@@ -196,11 +196,13 @@ class Engine:
         self.rules = tuple(load(rule) for rule in rules if rule.code not in ignored)
         self.options = options or {}
 
-    def lint(self, text: str, project: Any = None, triggers: bool = True) -> list[Finding]:
+    def lint(self, text: str, project: Any = None, triggers: bool = True, triggered: Collection[str] | None = None) -> list[Finding]:
         """Findings for ``text``, sorted by position, suppressions applied.
         ``project``: facts about the run's other files, handed to the rules as is.
         ``triggers=False``: every rule runs, whatever the text shows (facts
-        from outside the text, such as an error's message, may say what it does not)."""
+        from outside the text, such as an error's message, may say what it does not).
+        ``triggered``: the codes of the rules whose triggers the caller has
+        already tried on this very text and found matching; not tried again."""
         # The file's caches (trees, metadata, the analyses screens and rules
         # share) are dropped as soon as it is done. They hold cycles (a
         # context's spans point back at it), and dropped they are freed at
@@ -209,12 +211,17 @@ class Engine:
         shared: dict[str, Any] = {}
         with _no_cycle_collection():
             try:
-                return self._lint(text, project, triggers, shared)
+                return self._lint(text, project, triggers, triggered, shared)
             finally:
                 shared.clear()
 
-    def _lint(self, text: str, project: Any, triggers: bool, shared: dict[str, Any]) -> list[Finding]:
-        rules = [rule for rule in self.rules if not triggers or rule.might_match(text)]
+    def _lint(self, text: str, project: Any, triggers: bool, triggered: Collection[str] | None, shared: dict[str, Any]) -> list[Finding]:
+        if not triggers:
+            rules = list(self.rules)
+        elif triggered is not None:
+            rules = [rule for rule in self.rules if rule.code in triggered]
+        else:
+            rules = [rule for rule in self.rules if rule.might_match(text)]
         if not rules:
             syntax_check(text)
             return []
@@ -247,16 +254,19 @@ class Engine:
         # After suppression: silencing one rule must not hide another's finding.
         return sorted(_one_per_span(findings), key=lambda f: (f.start, f.code, f.end, f.message))
 
-    def fix(self, text: str, approve: Approver | None = None, project: Any = None, triggers: bool = True) -> FixOutcome:
-        """Apply fixes until none is left; ``approve`` may veto each one."""
+    def fix(
+        self, text: str, approve: Approver | None = None, project: Any = None, triggers: bool = True, triggered: Collection[str] | None = None,
+    ) -> FixOutcome:
+        """Apply fixes until none is left; ``approve`` may veto each one.
+        ``triggered`` is ``lint``'s, for ``text`` (a fixed text's triggers are tried again)."""
         outcome = FixOutcome(text)
         rounds: list[list[Edit]] = []  # the edits of each round, as applied
         # A declined fix stays declined for the run. Other fixes move it (and
         # may rewrite text around it) between rounds, so it is known by its
         # rule and its span in the original text, which do not change.
         declined: set[tuple[str, int, int]] = set()
-        for _ in range(MAX_ROUNDS):
-            findings = self.lint(outcome.text, project, triggers)
+        for round_number in range(MAX_ROUNDS):
+            findings = self.lint(outcome.text, project, triggers, triggered if round_number == 0 else None)
             taken: list[Edit] = []
             chosen: list[Finding] = []
             for finding in findings:

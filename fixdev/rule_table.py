@@ -2,13 +2,13 @@
 Each rule's (code, name, group, trigger, module, class), read by
 ``fixdev.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = 'd7bdf696f063c1d960c2'
+FINGERPRINT = '6f5b97c7fdf1dc123f25'
 RULES = (
-    ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '\\b(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory'),
+    ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory'),
     ('FDV102', 'factory-device', 'mismatch', ('\\bclass\\b|\\.(?:to|cuda)\\s*\\(|device', '\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice'),
     ('FDV103', 'constant-buffer', 'mismatch', ('__init__', 'self\\.\\w+\\s*=\\s*(?:None\\b|[\\w.]*\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\()'), 'constant_buffer', 'ConstantBuffer'),
     ('FDV104', 'cuda-call', 'cuda-only', ('\\.cuda\\s*\\(',), 'cuda_call', 'CudaCall'),
-    ('FDV105', 'load-map-location', 'cuda-only', ('load', '\\bload(?:_state_dict_from_url|_url)?\\s*\\('), 'load_map_location', 'LoadMapLocation'),
+    ('FDV105', 'load-map-location', 'cuda-only', ('load(?<=\\bload)(?:_state_dict_from_url|_url)?\\s*\\(',), 'load_map_location', 'LoadMapLocation'),
     ('FDV106', 'discarded-to', 'mismatch', ('\\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\\s*\\(', '(?m)^[ \\t]*[\\w.]+\\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\\s*\\('), 'discarded_to', 'DiscardedTo'),
     ('FDV107', 'unmoved-input', 'mismatch', ('\\.(?:to|cuda)\\s*\\(',), 'unmoved_input', 'UnmovedInput'),
     ('FDV108', 'numpy-on-device', 'mismatch', ('\\.(?:to|cuda)\\s*\\(|device', '\\.numpy\\s*\\(|\\b(?:array|asarray|asanyarray|copy)\\s*\\('), 'numpy_on_device', 'NumpyOnDevice'),

@@ -97,14 +97,15 @@ def engine_for(settings: Settings, path: Path) -> "Engine":
 _chosen: dict[Any, tuple] = {}
 
 
-def _might_interest(settings: Settings, path: Path, text: str) -> bool:
-    """Whether any rule that runs on ``path`` has a trigger ``text`` matches,
-    asked of the registry's table: no rule is imported to answer."""
+def _triggered(settings: Settings, path: Path, text: str) -> frozenset[str]:
+    """The codes of the rules that run on ``path`` whose triggers ``text``
+    matches, asked of the registry's table: no rule is imported to answer.
+    The engine is handed them, so no trigger is tried twice on a text."""
     ignored = frozenset(settings.ignored_for(path))
     key = (settings, ignored)
     if key not in _chosen:
         _chosen[key] = tuple(rule for rule in settings.rules() if rule.code not in ignored)
-    return any(rule.might_match(text) for rule in _chosen[key])
+    return frozenset(rule.code for rule in _chosen[key] if rule.might_match(text))
 
 
 def _parses(text: str) -> bool:
@@ -173,13 +174,14 @@ def process_text(
                 return result
         if cache_only:
             return None
-        if not _might_interest(settings, path, text) and _parses(text):
+        triggered = _triggered(settings, path, text)
+        if not triggered and _parses(text):
             value: tuple = ([], [], [], None)  # what the engine gives such a file, without loading it
         elif mode is Mode.CHECK:
-            findings = engine_for(settings, path).lint(text, facts)
+            findings = engine_for(settings, path).lint(text, facts, triggered=triggered)
             value = (findings, findings, [], None)
         else:
-            outcome = engine_for(settings, path).fix(text, approve, facts)
+            outcome = engine_for(settings, path).fix(text, approve, facts, triggered=triggered)
             value = (outcome.remaining, outcome.remaining_in_original, outcome.applied, outcome.text if outcome.text != text else None)
         # --diff and --apply share cache entries: both placements are kept.
         if entry is not None:

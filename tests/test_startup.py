@@ -102,3 +102,42 @@ def test_a_syntax_error_is_served_from_the_cache_without_libcst(tmp_path: Path) 
     (tmp_path / "broken.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
     fixed, _ = _imported(tmp_path, "--check", ".", cache=True)
     assert fixed.returncode == 1 and "FDV104" in fixed.stdout and "broken.py: error" not in fixed.stderr
+
+
+_COUNT_TRIGGER_TRIES = """
+import collections, sys
+from fixdev import cli, registry, rule
+tries = collections.Counter()
+def counting(original):
+    def might_match(self_or_cls, text):
+        tries[(self_or_cls.code, text)] += 1
+        return original(self_or_cls, text)
+    return might_match
+registry.RuleInfo.might_match = counting(registry.RuleInfo.might_match)
+rule.Rule.might_match = classmethod(counting(rule.Rule.might_match.__func__))
+sys.argv = ["fixdev", *sys.argv[1:]]
+try:
+    cli.main()
+except SystemExit as done:
+    code = done.code
+original = open("train.py").read() if "--apply" not in sys.argv else ORIGINAL
+print("TRIES", max(n for (_, text), n in tries.items() if text == original), len({c for c, _ in tries}), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("mode", ["--check", "--apply"])
+def test_each_trigger_is_tried_once_on_a_file(tmp_path: Path, mode: str) -> None:
+    """The runner tries the triggers (from the table, before anything is
+    loaded) and hands the engine the rules they chose: a file's text is never
+    searched twice for the same trigger. A fixed text's triggers are tried anew."""
+    text = "import torch\nmodel = torch.load('m.pt')\nx = torch.zeros(3).cuda()\n"
+    (tmp_path / "train.py").write_text(text)
+    program = _COUNT_TRIGGER_TRIES.replace("ORIGINAL", repr(text))
+    done = subprocess.run([sys.executable, "-c", program, mode, "--no-cache", "--jobs", "1", "--output-format", "concise", "train.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr[-2000:]  # the load has no device to load onto: it remains
+    (tries_line,) = [line for line in done.stderr.splitlines() if line.startswith("TRIES")]
+    most, rules_tried = map(int, tries_line.split()[1:])
+    assert most == 1 and rules_tried == len(registry.rule_infos())
+    if mode == "--apply":
+        assert (tmp_path / "train.py").read_text() != text  # fixed, then linted again
