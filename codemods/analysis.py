@@ -17,7 +17,7 @@ import libcst as cst
 from fixdev.rule import Edit, child_nodes, dotted
 
 from . import placement
-from .flow import LIGHTNING_MODULES, NOT_MODULES, ast_children, ast_walk
+from .flow import AST_LEAVES, LIGHTNING_MODULES, NOT_MODULES, ast_children, ast_walk
 
 if TYPE_CHECKING:
     from fixdev.rule import Rule, RuleContext, Screening
@@ -138,7 +138,9 @@ def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
             in_class = kind is ast.ClassDef
             for child in ast_children(node):
                 parents[child] = node
-                stack.append((child, child if in_class and type(child) in (ast.FunctionDef, ast.AsyncFunctionDef) else method))
+                child_kind = type(child)
+                if child_kind not in AST_LEAVES:  # nothing to index in a name or a constant, nor below it
+                    stack.append((child, child if in_class and child_kind in (ast.FunctionDef, ast.AsyncFunctionDef) else method))
         if getattr(flow, "parents", None) is None:
             flow.parents = parents
         shared["ast_index"] = index

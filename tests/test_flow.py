@@ -1188,3 +1188,45 @@ def test_function_at_is_the_innermost_function():
     assert flow.function_at(text.index("y = 2")) is None
     assert flow.function_at(text.index("return 3")).name == "inner"
     assert flow.function_at(text.index("return inner")).name == "m"
+
+
+# -- the strings and comments the name index skips ----------------------------------------
+
+_TRICKY_LITERALS = [
+    "x = 'it''s'  # a 'quoted' comment\n",
+    'x = "a \\" b" + \'c \\\' d\'\n',
+    "x = '''one ' two '' three \\''' four'''\ny = 1\n",
+    'x = """a "" b \\""" c"""  # after\n',
+    "x = '''\nmodel\n''' # model\n",
+    "x = '''a'''\ny = '''b''' + \"\"\"c\"\"\"\nz = \"\"\"d\"\"\"\n",
+    "x = 'a\\\\'; y = \"#not a comment\"\n",
+    "x = r'\\d+' + b\"\\x00\" # trailing\n",
+    "s = 'x' \\\n    'y'\n",
+]
+
+
+def _literals_by_tokenizer(text: str) -> list[tuple[int, int]]:
+    import io
+    import tokenize
+
+    line_starts = [0]
+    for line in text.splitlines(keepends=True):
+        line_starts.append(line_starts[-1] + len(line))
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type in (tokenize.STRING, tokenize.COMMENT):
+            start = line_starts[token.start[0] - 1] + token.start[1]
+            end = line_starts[token.end[0] - 1] + token.end[1]
+            prefix = len(token.string) - len(token.string.lstrip("rRbBuU"))  # the regex starts at the quote
+            found.append((start + prefix, end))
+    return found
+
+
+@pytest.mark.parametrize("text", _TRICKY_LITERALS)
+def test_strings_and_comments_are_found_as_the_tokenizer_finds_them(text: str) -> None:
+    """Names in strings and comments are not uses (``_Mentions``): the
+    pattern that finds them agrees with CPython's tokenizer (no f-strings here:
+    their tokens differ between Python versions)."""
+    from fixdev.codemods.flow import _STRINGS_AND_COMMENTS
+
+    assert [m.span() for m in _STRINGS_AND_COMMENTS.finditer(text)] == _literals_by_tokenizer(text)
