@@ -79,6 +79,11 @@ TRIVIA: frozenset[type] = frozenset({
     cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace, cst.AssignEqual, cst.Colon, cst.Semicolon,
 })
 _BUILTIN_NAMES = frozenset(dir(builtins))
+# Node types whose fields hold only values and layout tokens: no child node
+# (names and literals are about half of a tree's nodes).
+_LEAVES: frozenset[type] = frozenset({
+    cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis, cst.Pass, cst.Break, cst.Continue,
+})
 
 
 def _is_node(value_type: type) -> bool:
@@ -118,10 +123,11 @@ class FileIndex:
             node = stack.pop()
             order.append(node)
             node_type = type(node)
-            children = child_nodes(node)
-            for child in children:
-                parents[child] = node
-            stack.extend(children)
+            if node_type not in _LEAVES:
+                children = child_nodes(node)
+                for child in children:
+                    parents[child] = node
+                stack.extend(children)
             kind = _BINDINGS.get(node_type)
             if kind is None:
                 continue
@@ -228,6 +234,8 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     ``a if test else b``). Read from the dataclass fields: 2.5x faster than
     ``children``, which runs a visitor per call and cost more than parsing in
     rules that walk scopes."""
+    if type(node) in _LEAVES:
+        return []
     found = []
     for name in _child_fields(type(node)):
         value = getattr(node, name)
