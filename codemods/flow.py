@@ -82,7 +82,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
-from fixdev.source import CPythonPositions
+from fixdev.source import CPythonPositions, line_ends
 
 # ---------------------------------------------------------------------------
 # The lattice
@@ -885,7 +885,7 @@ class _Index:
                 match = _WALRUS_NAME.search(source, max(0, at - 200), at)
                 if match is not None:
                     if starts is None:
-                        starts = [0] + [m.end() for m in _LINE_BREAK.finditer(source)]
+                        starts = [0, *line_ends(source)]
                     line = bisect.bisect_right(starts, match.start()) - 1
                     self._bind_walrus(match.group(1), (line + 1, len(source[starts[line] : match.start()].encode("utf-8"))))
                 at = source.find(":=", at + 2)
@@ -2547,7 +2547,6 @@ _EXPRESSIONS = {
 # The file: lazy runs, summaries, contexts, class facts, and the query API
 # ---------------------------------------------------------------------------
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 # A comment or a string literal (leftmost first, so a `#` in a string is in the string).
 # Each string's body is matched as runs of plain characters between escapes

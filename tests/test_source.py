@@ -1,6 +1,10 @@
 import codecs
+import itertools
+import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fixdev.source import LineIndex, Source, SourceError, parseable_text, split_lines
 
@@ -63,3 +67,17 @@ def test_line_index_counts_only_python_line_breaks():
     assert index.position(10) == (3, 1)
     assert index.offset(3, 1) == 10
     assert split_lines(text) == ["ab\r\n", "cd\x0cef\r", "g"]
+
+
+@given(st.text(alphabet="ab\n\r\x0c\u2028é", max_size=40))
+def test_line_ends_are_after_each_python_line_break(text):
+    """Both ways of finding them (the fast one for text without ``\\r``)
+    agree with the lines Python splits ``text`` into."""
+    from fixdev.source import line_ends
+
+    lines = split_lines(text)
+    expected = list(itertools.accumulate(len(line) for line in lines))
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        expected.pop()  # the last line has no break
+    assert line_ends(text) == expected
+    assert line_ends(text.replace("\r", "")) == [m.end() for m in re.finditer(r"\n", text.replace("\r", ""))]
