@@ -18,9 +18,9 @@ def counted(tmp_path, monkeypatch):
     calls = []
     real = engine.Engine.lint
 
-    def lint(self, text, *rest):
+    def lint(self, text, *rest, **keywords):
         calls.append(text)
-        return real(self, text, *rest)
+        return real(self, text, *rest, **keywords)
 
     monkeypatch.setattr(engine.Engine, "lint", lint)
     return calls

@@ -119,8 +119,8 @@ def test_file_edited_while_fixdev_runs_is_not_overwritten(tmp_path, monkeypatch)
     target.write_text(BUGGY)
     real_fix = engine.Engine.fix
 
-    def slow_fix(self, text, *rest):
-        outcome = real_fix(self, text, *rest)
+    def slow_fix(self, text, *rest, **keywords):
+        outcome = real_fix(self, text, *rest, **keywords)
         target.write_text(BUGGY + "# saved by an editor meanwhile\n")
         return outcome
 
