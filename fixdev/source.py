@@ -93,7 +93,7 @@ def parseable_text(text: str) -> str:
 
 
 def line_ends(text: str) -> list[int]:
-    """The offset just after each line break (``\r\n``, ``\r`` or ``\n``, as
+    """The offset just after each line break (CR LF, CR or LF, as
     Python counts lines), in order."""
     if "\r" in text:
         return [m.end() for m in _LINE_BREAK.finditer(text)]
