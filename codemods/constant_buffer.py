@@ -11,7 +11,7 @@ from fixdev.rule import Invalid, Option, Rule
 
 from . import analysis
 from .analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
-from .flow import What, ast_walk
+from .flow import What, ast_statements, ast_walk
 
 # Values a buffer must not stand in for: they register themselves (and move).
 NOT_PLAIN_TENSORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
@@ -92,7 +92,8 @@ class ConstantBuffer(Rule):
                 continue
             values: dict[str, list[ast.expr]] = {}
             for method in methods:
-                for statement in _ast_statements(method.body):
+                # nested functions' statements too, not nested classes': their `self` is another object
+                for statement in ast_statements(method.body, enter=lambda statement: type(statement) is not ast.ClassDef):
                     if type(statement) is ast.Assign and len(statement.targets) == 1 and _is_ast_self_attribute(statement.targets[0]):
                         values.setdefault(statement.targets[0].attr, []).append(statement.value)
             for name, set_to in values.items():
@@ -235,20 +236,6 @@ class ConstantBuffer(Rule):
             return False
         grad = analysis.keyword(value, "requires_grad")
         return grad is None or _is_name(grad.value, "False")
-
-
-def _ast_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """The statements of a body, those in its blocks too (nested functions'
-    as well, not nested classes': their ``self`` is another object)."""
-    for statement in body:
-        yield statement
-        if type(statement) is ast.ClassDef:
-            continue
-        for child in ast.iter_child_nodes(statement):
-            if isinstance(child, ast.stmt):
-                yield from _ast_statements([child])
-            elif isinstance(child, (ast.excepthandler, ast.match_case)):
-                yield from _ast_statements(child.body)
 
 
 def _is_ast_self_attribute(node: ast.expr) -> bool:

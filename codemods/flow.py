@@ -80,7 +80,7 @@ import enum
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from fixdev.source import CPythonPositions, line_ends
 
@@ -611,18 +611,21 @@ def ast_walk(node: ast.AST) -> Iterator[ast.AST]:
         yield node
 
 
-def _statements_within(node: ast.AST) -> Iterator[ast.stmt]:
-    """Every statement inside ``node``, at any depth (nested functions and
-    classes too), as ``ast_walk`` finds them, without walking expressions,
-    which hold none (a tenth of the nodes)."""
-    stack = [node]
+def ast_statements(body: list[ast.stmt], enter: Callable[[ast.stmt], bool] | None = None) -> Iterator[ast.stmt]:
+    """Every statement of ``body`` and of the blocks nested in it, at any
+    depth, in no set order, without walking expressions (which hold none: a
+    tenth of a tree's nodes). A compound statement ``enter`` refuses is given
+    but its blocks are not (a nested function or class, where another scope
+    or another ``self`` begins)."""
+    stack: list[ast.AST] = list(body)
     while stack:
-        current = stack.pop()
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            for child in getattr(current, field, ()):
-                if isinstance(child, ast.stmt):
-                    yield child
-                stack.append(child)
+        node = stack.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+            if enter is not None and not enter(node):
+                continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):  # (handlers and cases hold bodies too)
+            stack.extend(getattr(node, field, ()))
 
 
 _AST_FIELDS: dict[type, tuple[str, ...]] = {}
@@ -666,6 +669,7 @@ def _constant_number(node: ast.AST) -> bool:
 # ---------------------------------------------------------------------------
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPE_STATEMENTS = (*_FUNCTIONS, ast.ClassDef)  # statements whose bodies are a scope of their own
 _WALRUS_NAME = re.compile(r"([^\W\d]\w*)\s*\Z")  # the name just before a `:=`
 _DEFAULT_DEVICE_CALL = re.compile(r"\bset_default_(?:device|tensor_type)\s*\(")
 
@@ -848,11 +852,9 @@ class _Index:
     def _self_stores(self, function: ast.AST, self_name: str) -> set[str]:
         """Attributes ``self.X`` a method assigns (directly, in its own body)."""
         stores = set()
-        stack = list(function.body)
-        while stack:
-            node = stack.pop()
+        for node in ast_statements(function.body, enter=lambda statement: type(statement) not in _SCOPE_STATEMENTS):
             kind = type(node)
-            if kind in _FUNCTIONS or kind is ast.ClassDef:
+            if kind in _SCOPE_STATEMENTS:
                 continue
             targets = ()
             if kind is ast.Assign:
@@ -870,8 +872,6 @@ class _Index:
                 if type(call.func) is ast.Attribute and call.func.attr in ("register_buffer", "register_parameter", "add_module"):
                     if call.args and type(call.args[0]) is ast.Constant and isinstance(call.args[0].value, str):
                         stores.add(call.args[0].value)
-            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-                stack.extend(getattr(node, field, ()))
         return stores
 
     def _walrus(self, source: str | None) -> None:
@@ -1020,7 +1020,7 @@ class _Index:
         args = init.args
         names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {self_name}
         kept = set()
-        for node in _statements_within(init):
+        for node in ast_statements(init.body):
             if type(node) is ast.Assign and type(node.value) is ast.Name and node.value.id in names:
                 if any(type(t) is ast.Attribute and _chain(t.value) == self_name for t in node.targets):
                     kept.add(node.value.id)
