@@ -173,6 +173,7 @@ def bench_tree(title: str, tree: Path, work: Path, jobs: int, torchfix: str | No
     rounds = f", median of {repeat} rounds" if repeat > 1 else ""
     print(f"\n{title}: {len(files)} files, {lines:,} lines; {os.cpu_count()} CPUs, --jobs {jobs}{rounds}")
     fixdev = [sys.executable, "-m", "fixdev", "--check", "--output-format", "concise", "--quiet", "--jobs", str(jobs), "."]
+    one_worker = [*fixdev[:-2], "1", "--no-cache", "."]
     old_env = {**env, "PYTHONPATH": str(baseline), "FIXDEV_CACHE_DIR": str(cache) + "-baseline"} if baseline else None
     runs: dict[str, list[tuple[float, int, bytes, int]]] = {}
 
@@ -184,13 +185,13 @@ def bench_tree(title: str, tree: Path, work: Path, jobs: int, torchfix: str | No
         add("libcst parse only, 1 process", measured([sys.executable, "-c", PARSE_ALL, *map(str, files)], tree, env))
         add(f"fixdev cold, {jobs} workers", measured(fixdev, tree, env))
         add("fixdev warm (nothing changed)", measured(fixdev, tree, env))
-        add("fixdev, 1 worker, no cache", measured([*fixdev[:-2], "1", "--no-cache", "."], tree, env))
+        add("fixdev, 1 worker, no cache", measured(one_worker, tree, env))
         if old_env is not None:
             # Another fixdev (a checkout's root, put first on PYTHONPATH), for before/after in one run.
             shutil.rmtree(old_env["FIXDEV_CACHE_DIR"], ignore_errors=True)
             add(f"baseline cold, {jobs} workers", measured(fixdev, tree, old_env))
             add("baseline warm", measured(fixdev, tree, old_env))
-            add("baseline, 1 worker, no cache", measured([*fixdev[:-2], "1", "--no-cache", "."], tree, old_env))
+            add("baseline, 1 worker, no cache", measured(one_worker, tree, old_env))
     if torchfix:  # once: it is slow, and far from the targets
         add(f"TorchFix (--jobs {jobs})", measured([torchfix, "--jobs", str(jobs), "."], tree, env))
     parse_runs = runs["libcst parse only, 1 process"]
