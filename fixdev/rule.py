@@ -284,19 +284,20 @@ def _first_bindings(module: cst.Module) -> tuple[dict[str, int], list[int]]:
         stack: list[cst.CSTNode] = [statement]
         while stack:
             node = stack.pop()
-            if type(node) in _BINDERS:  # exact types: isinstance on libcst's ABCs costs more than the walk
-                if type(node) is cst.ImportFrom and type(node.names) is cst.ImportStar:
-                    stars.append(position)
+            kind = type(node)
+            if kind is cst.ImportFrom and type(node.names) is cst.ImportStar:
+                stars.append(position)
+            elif kind in _BINDERS:  # exact types: isinstance on libcst's ABCs costs more than the walk
                 for name in _bound_by(node):
                     first.setdefault(name, position)
             stack.extend(child_nodes(node))
     return first, stars
 
 
-# The node types ``_bound_by`` reads, and star imports (libcst's concrete node
-# classes have no subclasses).
+# The node types ``_bound_by`` reads, the only ones that bind (libcst's
+# concrete node classes have no subclasses).
 _BINDERS = frozenset({
-    cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.ImportFrom, cst.AssignTarget, cst.AnnAssign, cst.AugAssign,
+    cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AssignTarget, cst.AnnAssign, cst.AugAssign,
     cst.For, cst.CompFor, cst.NamedExpr, cst.WithItem, cst.ExceptHandler, cst.Global, cst.Nonlocal,
 })
 
