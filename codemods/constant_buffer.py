@@ -7,11 +7,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from fixdev.rule import Invalid, Option, Rule
+from fixdev.engine.rule import Invalid, Option, Rule
 
-from . import analysis
-from .analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
-from .flow import What, ast_statements, ast_walk
+from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.file_analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
+from fixdev.analysis.flow import What, ast_statements, ast_walk
 
 # Values a buffer must not stand in for: they register themselves (and move).
 NOT_PLAIN_TENSORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})

@@ -6,9 +6,9 @@ import ast
 
 import libcst as cst
 
-from fixdev.rule import Invalid, Rule
+from fixdev.engine.rule import Invalid, Rule
 
-from . import analysis
+from fixdev.analysis import file_analysis as analysis
 from .numpy_on_device import runs_only_without_cuda
 
 # Expressions a `.cpu()` can follow without parentheses.

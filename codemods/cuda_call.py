@@ -6,10 +6,10 @@ import ast
 
 import libcst as cst
 
-from fixdev.rule import Edit, Invalid, Rule
+from fixdev.engine.rule import Edit, Invalid, Rule
 
-from . import analysis
-from .flow import What
+from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.flow import What
 
 KEPT_KEYWORDS = {"non_blocking", "memory_format"}
 

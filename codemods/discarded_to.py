@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from fixdev.rule import Invalid, Rule
+from fixdev.engine.rule import Invalid, Rule
 
-from . import analysis
-from .flow import FOLLOWS_MODULE, SameAs, What
+from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.flow import FOLLOWS_MODULE, SameAs, What
 
 if TYPE_CHECKING:
-    from .flow import Value
+    from fixdev.analysis.flow import Value
 
 CONVERSIONS = frozenset({"to", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool"})
 

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from fixdev.rule import Invalid, Rule
+from fixdev.engine.rule import Invalid, Rule
 
-from . import analysis, placement
-from .analysis import MOVES, TENSOR_METHODS
-from .flow import HOST, ZERO_DIM, Device, SameAs, What
+from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis.file_analysis import MOVES, TENSOR_METHODS
+from fixdev.analysis.flow import HOST, ZERO_DIM, Device, SameAs, What
 
 if TYPE_CHECKING:
-    from .flow import FileFlow
+    from fixdev.analysis.flow import FileFlow
 
 # Factories that take device=; from_numpy and the _like twins do not need it.
 FACTORIES = analysis.TENSOR_FACTORIES - {"torch.from_numpy"}

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from fixdev.rule import Edit, Invalid, Rule, child_nodes, dotted
-from fixdev.source import line_start
+from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
+from fixdev.engine.source import line_start
 
-from . import analysis, placement
+from fixdev.analysis import file_analysis as analysis, placement
 
 if TYPE_CHECKING:
-    from .analysis import FileAnalysis
+    from fixdev.analysis.file_analysis import FileAnalysis
 
 # torch.cuda functions that raise without CUDA and whose result a statement
 # drops: the statement can be guarded.

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from fixdev.rule import Edit, Invalid, Rule, child_nodes
-from fixdev.source import line_start
+from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes
+from fixdev.engine.source import line_start
 
-from . import analysis, placement
-from .flow import What
+from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis.flow import What
 from .hard_coded_cuda import cuda_device, distributed, guarded, torch_at, torch_prefix
 
 # legacy type → the dtype it makes

@@ -6,10 +6,10 @@ import ast
 
 import libcst as cst
 
-from fixdev.rule import Invalid, Rule
+from fixdev.engine.rule import Invalid, Rule
 
-from . import analysis
-from .flow import What
+from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.flow import What
 
 # factory → (name of its _like twin, positional arguments before the shape)
 FACTORIES = {

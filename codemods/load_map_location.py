@@ -6,9 +6,9 @@ import ast
 
 import libcst as cst
 
-from fixdev.rule import Invalid, Rule, child_nodes
+from fixdev.engine.rule import Invalid, Rule, child_nodes
 
-from . import analysis, placement
+from fixdev.analysis import file_analysis as analysis, placement
 
 # loader → index of map_location among its positional parameters
 LOADERS = {"torch.load": 1, "torch.jit.load": 1, "torch.hub.load_state_dict_from_url": 2, "torch.utils.model_zoo.load_url": 2}

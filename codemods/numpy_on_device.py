@@ -6,10 +6,10 @@ import ast
 
 import libcst as cst
 
-from fixdev.rule import Invalid, Rule
+from fixdev.engine.rule import Invalid, Rule
 
-from . import analysis
-from .flow import FOLLOWS_MODULE, What, ast_walk
+from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.flow import FOLLOWS_MODULE, What, ast_walk
 
 # Expressions a `.cpu()` can follow without parentheses.
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)

@@ -6,11 +6,11 @@ import ast
 import builtins
 import re
 
-from fixdev.rule import Edit, Invalid, Rule
-from fixdev.source import line_start
+from fixdev.engine.rule import Edit, Invalid, Rule
+from fixdev.engine.source import line_start
 
-from . import analysis, placement
-from .flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What, ast_walk
+from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis.flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What, ast_walk
 
 PARAMETER_CALLS = frozenset({"parameters", "named_parameters"})
 # Module methods that may run between the optimizer and the model's move when

@@ -6,10 +6,10 @@ import ast
 
 import libcst as cst
 
-from fixdev.rule import Edit, Invalid, Rule
+from fixdev.engine.rule import Edit, Invalid, Rule
 
-from . import analysis, placement
-from .flow import ast_walk
+from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis.flow import ast_walk
 
 # Calls that read a tensor's data on the host: a value used this way after
 # the move would now fail, so such values are reported, not moved.

@@ -1,3 +1,3 @@
-from .cli import main
+from fixdev.interfaces.cli import main
 
 main()

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from fixdev.fakegpu import (  # noqa: F401 - re-exported for the tests
+from fixdev.gpu.fakegpu import (  # noqa: F401 - re-exported for the tests
     GUARD_SOURCE,
     MISMATCH,
     SKIP_VARIABLE,

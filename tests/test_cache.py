@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from fixdev import cache, engine
-from fixdev.runner import Mode, Overrides, process_text
-from fixdev.source import Source
+from fixdev.files import cache
+from fixdev.engine import core as engine
+from fixdev.files.runner import Mode, Overrides, process_text
+from fixdev.engine.source import Source
 
 BUGGY = "import torch\nmask = torch.ones(x.shape)\n"
 
@@ -81,7 +82,7 @@ def test_a_syntax_error_is_served_from_the_cache(counted, tmp_path):
 
 def test_options_are_part_of_the_key(counted, tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("[tool.fixdev.rules.constant-buffer]\npersistent = true\n")
-    from fixdev.config import nearest
+    from fixdev.files.config import nearest
 
     nearest.cache_clear()
     run(tmp=tmp_path)
@@ -112,7 +113,7 @@ def test_no_cache_flag(tmp_path, fixdev):
 def test_a_first_run_looks_nothing_up_and_the_next_is_served(counted, tmp_path, monkeypatch):
     """With no cache folder yet every lookup would miss: the files go straight
     to the analysis (no pass reading them all first). The next run is served."""
-    from fixdev import parallel
+    from fixdev.files import parallel
 
     lookups = []
     real = parallel.process_file

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fixdev.registry import all_rules
+from fixdev.engine.registry import all_rules
 
 BUGGY = "import torch\n\n\ndef f(x):\n    return x * torch.ones(x.shape)\n"
 FIXED = "import torch\n\n\ndef f(x):\n    return x * torch.ones_like(x)\n"
@@ -342,7 +342,7 @@ def test_a_crashing_rule_costs_one_file_not_the_run(tmp_path):
         "        raise KeyError('boom')\n"
         "    return original(self, node)\n"
         "LikeFactory.visit_Call = visit_Call\n"
-        "from fixdev.cli import main\n"
+        "from fixdev.interfaces.cli import main\n"
         "sys.argv = ['fixdev', '--apply', '--no-cache', '-j', '1', '.']\n"
         "main()\n"
     )

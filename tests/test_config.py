@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from fixdev.config import ConfigError, load_file, nearest
+from fixdev.files.config import ConfigError, load_file, nearest
 
 
 def write(tmp_path: Path, body: str) -> Path:

@@ -1,7 +1,7 @@
 import os
 from pathlib import Path
 
-from fixdev.discovery import Missing, discover
+from fixdev.files.discovery import Missing, discover
 
 
 def names(items, root):

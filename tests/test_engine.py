@@ -2,11 +2,11 @@ import pytest
 
 from fixdev.codemods.cuda_call import CudaCall
 from fixdev.codemods.like_factory import LikeFactory
-from fixdev.engine import Engine, FixConflictError
-from fixdev.findings import apply_edits
-from fixdev.registry import all_rules
-from fixdev.rule import Edit, Rule, dotted
-from fixdev.source import SourceError
+from fixdev.engine.core import Engine, FixConflictError
+from fixdev.engine.findings import apply_edits
+from fixdev.engine.registry import all_rules
+from fixdev.engine.rule import Edit, Rule, dotted
+from fixdev.engine.source import SourceError
 
 ALL = Engine(all_rules())
 
@@ -206,7 +206,7 @@ def _names_of_calls(text: str) -> tuple:
     import libcst as cst
     from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
 
-    from fixdev.rule import RuleContext
+    from fixdev.engine.rule import RuleContext
 
     wrapper = MetadataWrapper(cst.parse_module(text))
     context = RuleContext(module=wrapper.module, text=text, wrapper=wrapper)
@@ -287,7 +287,7 @@ def test_a_rule_that_would_visit_a_layout_token_is_refused():
     import libcst as cst
     from libcst.metadata import MetadataWrapper
 
-    from fixdev.rule import Rule, RuleContext
+    from fixdev.engine.rule import Rule, RuleContext
 
     class CommaCounter(Rule):
         code = "FDV999"
@@ -310,8 +310,8 @@ def test_the_cycle_collector_is_paused_while_a_file_is_analysed_and_only_then():
 
     import libcst as cst
 
-    from fixdev.engine import Engine
-    from fixdev.rule import Rule
+    from fixdev.engine.core import Engine
+    from fixdev.engine.rule import Rule
 
     seen = []
 
@@ -348,7 +348,7 @@ def test_a_files_trees_and_flow_are_freed_without_the_cycle_collector():
 
     import libcst as cst
 
-    from fixdev.codemods.flow import FileFlow
+    from fixdev.analysis.flow import FileFlow
 
     program = """\
 import numpy as np

@@ -13,8 +13,8 @@ from unittest import mock
 
 import pytest
 
-from .conftest import FIXTURES
-from .fakecuda import MISMATCH, fake_gpu, require_toolchain
+from tests.conftest import FIXTURES
+from tests.fakecuda import MISMATCH, fake_gpu, require_toolchain
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -92,7 +92,7 @@ def run_on_fake_gpu(model, spec):
 
 
 def test_at_least_two_runnable_cases_per_rule():
-    from fixdev.registry import all_rules
+    from fixdev.engine.registry import all_rules
 
     counts = {rule.name: sum(1 for case in CASES if case.values[0] == rule.name) for rule in all_rules()}
     assert all(n >= 2 for n in counts.values()), counts

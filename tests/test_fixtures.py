@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fixdev.registry import all_rules
+from fixdev.engine.registry import all_rules
 
-from .conftest import FIXTURES, run_fixdev
+from tests.conftest import FIXTURES, run_fixdev
 
 CASES = sorted(FIXTURES.glob("*/*.before.py"))
 

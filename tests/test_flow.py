@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from fixdev.codemods.flow import HOST, UNKNOWN, Device, FileFlow, SameAs, What
+from fixdev.analysis.flow import HOST, UNKNOWN, Device, FileFlow, SameAs, What
 
 HEADER = "import torch\nimport torch.nn as nn\nimport numpy as np\nfrom torch.utils.data import DataLoader\n"
 
@@ -1048,7 +1048,7 @@ def test_answers_do_not_depend_on_the_order_of_questions():
 
 
 def test_optimizers_are_known_with_the_calls_that_made_them():
-    from fixdev.codemods.flow import OPTIMIZER
+    from fixdev.analysis.flow import OPTIMIZER
 
     text = prepare(
         """
@@ -1111,7 +1111,7 @@ SUMMARIES = [
 
 @pytest.mark.parametrize("source, expected", SUMMARIES)
 def test_what_another_files_function_returns(tmp_path, source, expected):
-    from fixdev.codemods.project import Project
+    from fixdev.analysis.project import Project
 
     (tmp_path / "other.py").write_text(prepare(source) + "\n")
     facts = Project([tmp_path / "other.py"]).for_file(tmp_path / "main.py")
@@ -1120,7 +1120,7 @@ def test_what_another_files_function_returns(tmp_path, source, expected):
 
 
 def test_a_call_resolved_through_the_project(tmp_path):
-    from fixdev.codemods.project import Project
+    from fixdev.analysis.project import Project
 
     (tmp_path / "data.py").write_text(prepare("def load_batch():\n    return torch.from_numpy(np.zeros(3))\n"))
     (tmp_path / "pkg").mkdir()
@@ -1227,6 +1227,6 @@ def test_strings_and_comments_are_found_as_the_tokenizer_finds_them(text: str) -
     """Names in strings and comments are not uses (``_Mentions``): the
     pattern that finds them agrees with CPython's tokenizer (no f-strings here:
     their tokens differ between Python versions)."""
-    from fixdev.codemods.flow import _STRINGS_AND_COMMENTS
+    from fixdev.analysis.flow import _STRINGS_AND_COMMENTS
 
     assert [m.span() for m in _STRINGS_AND_COMMENTS.finditer(text)] == _literals_by_tokenizer(text)

@@ -23,8 +23,8 @@ from unittest import mock
 
 import pytest
 
-from .conftest import FIXTURES
-from .fakecuda import fake_gpu, require_toolchain
+from tests.conftest import FIXTURES
+from tests.fakecuda import fake_gpu, require_toolchain
 
 CASES = FIXTURES / "legacy-tensor-type"
 NOT_AVAILABLE = "type torch.cuda.(Float|Long)Tensor not available"

@@ -13,10 +13,10 @@ import libcst as cst
 import pytest
 from libcst.metadata import ByteSpanPositionProvider, ParentNodeProvider, PositionProvider
 
-from fixdev.rule import CharSpanProvider, Rule, RuleContext
-from fixdev.spans import MetadataWrapper
+from fixdev.engine.rule import CharSpanProvider, Rule, RuleContext
+from fixdev.engine.spans import MetadataWrapper
 
-from .conftest import FIXTURES, ROOT
+from tests.conftest import FIXTURES, ROOT
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fixdev.notebook import mask, unmask
+from fixdev.files.notebook import mask, unmask
 
-from .conftest import FIXTURES, run_fixdev
+from tests.conftest import FIXTURES, run_fixdev
 
 NOTEBOOKS = FIXTURES / "notebooks"
 CASES = sorted(NOTEBOOKS.glob("*.before.ipynb"))
@@ -402,7 +402,7 @@ def test_interactive_shows_cells(tmp_path):
 
 def _client(tmp_path):
     pytest.importorskip("pygls", reason='the language server needs pip install -e ".[test]"')
-    from .test_lsp import Client
+    from tests.test_lsp import Client
 
     client = Client(tmp_path)
     init = client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {"notebookDocument": {"synchronization": {}}}})

@@ -13,7 +13,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from fixdev import cli, engine
+from fixdev.interfaces import cli
+from fixdev.engine import core as engine
 
 BUGGY = "import torch\n\n\ndef f(x):\n    return x * torch.ones(x.shape) + torch.zeros(x.size())\n"
 FIXED = "import torch\n\n\ndef f(x):\n    return x * torch.ones_like(x) + torch.zeros_like(x)\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .fakecuda import MISMATCH, fake_gpu, require_toolchain
+from tests.fakecuda import MISMATCH, fake_gpu, require_toolchain
 
 # -- the fake GPU answers .numpy() and indexing as CUDA does ----------------------------
 

@@ -47,7 +47,7 @@ def test_json_shape(tmp_path, fixdev):
 
 def test_json_edits_apply_to_the_file(tmp_path, fixdev):
     """A consumer applying the JSON edits gets what --apply writes."""
-    from fixdev.source import LineIndex
+    from fixdev.engine.source import LineIndex
 
     (tmp_path / "m.py").write_text(BUGGY)
     items = json.loads(fixdev("--output-format", "json", "m.py", cwd=tmp_path).stdout)

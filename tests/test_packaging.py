@@ -28,7 +28,7 @@ def test_wheel_installs_rules_under_fixdev_namespace(tmp_path: Path) -> None:
 def test_installed_layout_imports_outside_the_checkout(tmp_path: Path) -> None:
     # Run from elsewhere, so the checkout's folders are not on sys.path.
     probe = (
-        "import importlib.util, fixdev.codemods, fixdev.registry as r\n"
+        "import importlib.util, fixdev.codemods, fixdev.engine.registry as r\n"
         "assert importlib.util.find_spec('codemods') is None\n"
         "print(len(r.all_rules()), r.all_rules()[0].__module__)\n"
     )

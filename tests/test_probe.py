@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, run_fixdev
-from .fakecuda import require_toolchain
+from tests.conftest import ROOT, run_fixdev
+from tests.fakecuda import require_toolchain
 
 PROGRAM = ROOT / "tests" / "programs" / "robust_trainer.py"
 ROBUST = ["--probe", "robust_trainer.py:RobustModel", "--input", "4,12", "--init", '{"input_dim": 12, "hidden_dim": 8, "num_classes": 3}']
@@ -104,7 +104,7 @@ def test_probe_errors_are_one_line(tmp_path, toolchain):
         (["--probe", "lm.py:TinyLM", "--input", "8,4", "--init", '{"vocab": 5}'], "not a device error"),
         (["--probe", "lm.py:TinyLM", "--input", "2", "x.py"], "--probe takes no PATH"),
     ]
-    from .test_traceback import fixdev_in  # in this process: ten runs, one torch import
+    from tests.test_traceback import fixdev_in  # in this process: ten runs, one torch import
 
     for args, words in cases:
         result = fixdev_in(tmp_path, "--no-cache", *args)
@@ -138,10 +138,10 @@ def _pytest(folder: Path, *args: str, env: dict | None = None) -> subprocess.Com
     through its pytest11 entry point; a checkout installed before the entry
     point existed needs -p (both at once would register it twice)."""
     env = {**os.environ, **(env or {})}
-    ask = "from importlib.metadata import entry_points as e; print(any(p.value == 'fixdev.pytest_plugin' for p in e(group='pytest11')))"
+    ask = "from importlib.metadata import entry_points as e; print(any(p.value == 'fixdev.gpu.pytest_plugin' for p in e(group='pytest11')))"
     # asked where pytest will run: this process may see the checkout's own metadata
     installed = subprocess.run([sys.executable, "-c", ask], cwd=folder, capture_output=True, text=True, env=env, timeout=120).stdout.strip() == "True"
-    plugin = [] if installed else ["-p", "fixdev.pytest_plugin"]
+    plugin = [] if installed else ["-p", "fixdev.gpu.pytest_plugin"]
     return subprocess.run(
         [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "-q", *args],
         cwd=folder, capture_output=True, text=True, timeout=600, env=env,
@@ -190,7 +190,7 @@ def test_plugin_loads_without_torch_and_says_what_to_install(tmp_path):
 def test_plugin_and_cli_import_no_torch():
     script = (
         "import sys\n"
-        "import fixdev.pytest_plugin, fixdev.cli, fixdev.traceback, fixdev.probe, fixdev.fakegpu\n"
+        "import fixdev.gpu.pytest_plugin, fixdev.interfaces.cli, fixdev.diagnose.traceback, fixdev.gpu.probe, fixdev.gpu.fakegpu\n"
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
@@ -210,7 +210,7 @@ def test_wheel_declares_the_plugin_the_extra_and_ships_the_guard(tmp_path):
     assert "fixdev/pytest_plugin.py" in names and "fixdev/fakegpu.py" in names
     info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     entry_points = archive.read(info).decode()
-    assert "[pytest11]\nfixdev = fixdev.pytest_plugin" in entry_points
+    assert "[pytest11]\nfixdev = fixdev.gpu.pytest_plugin" in entry_points
     metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     # an open lower bound: the torch CI installed first satisfies it, nothing is fetched
     assert "Requires-Dist: torch>=2.0; extra == \"probe\"" in metadata

@@ -1,5 +1,5 @@
 """Facts that cross files: what one file's functions return, used where
-another file of the same run calls them (fixdev.codemods.project), through
+another file of the same run calls them (fixdev.analysis.project), through
 the command line, the worker pool and the result cache."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ print(model(load_batch()))
 
 TRAIN_FIXED = TRAIN.replace("x = load_batch()\n", "x = load_batch()\nx = x.to(device)\n")
 
-# Files enough for the worker pool to start (fixdev.parallel.MIN_FILES_FOR_POOL).
+# Files enough for the worker pool to start (fixdev.files.parallel.MIN_FILES_FOR_POOL).
 FILLER = "import torch\n\n\ndef helper_{n}(x):\n    return x + 1\n"
 
 

@@ -13,9 +13,9 @@ import hypothesmith
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from fixdev.engine import Engine
-from fixdev.registry import all_rules
-from fixdev.source import LineIndex, SourceError, split_lines
+from fixdev.engine.core import Engine
+from fixdev.engine.registry import all_rules
+from fixdev.engine.source import LineIndex, SourceError, split_lines
 
 ENGINE = Engine(all_rules())
 # Lines a rule may rewrite all contain one of these; new lines are a device

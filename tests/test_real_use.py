@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from .conftest import run_fixdev
+from tests.conftest import run_fixdev
 
 
 # Every case is a file of one tree, so fixdev runs once for all of them.

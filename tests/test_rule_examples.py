@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fixdev.engine import Engine
-from fixdev.registry import all_rules
+from fixdev.engine.core import Engine
+from fixdev.engine.registry import all_rules
 
 VALID = [pytest.param(rule, code, id=f"{rule.code}-valid-{i}") for rule in all_rules() for i, code in enumerate(rule.VALID)]
 INVALID = [pytest.param(rule, case, id=f"{rule.code}-invalid-{i}") for rule in all_rules() for i, case in enumerate(rule.INVALID)]
@@ -40,7 +40,7 @@ def test_invalid_example_is_flagged_and_fixed(rule, case):
 
 def test_a_device_name_rebound_by_a_loop_is_not_reused():
     from fixdev.codemods.cuda_call import CudaCall
-    from fixdev.engine import Engine
+    from fixdev.engine.core import Engine
 
     src = "import torch\ndevice = torch.device('cuda')\nfor device in devices:\n    pass\nx = y.cuda()\n"
     fixed = Engine([CudaCall]).fix(src).text

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from fixdev.registry import all_rules
-from fixdev.rule import GROUPS
+from fixdev.engine.registry import all_rules
+from fixdev.engine.rule import GROUPS
 
 # Finds a bug of each group: FDV101 (mismatch) and FDV104 (cuda-only).
 BUGGY = "import torch\n\n\ndef f(x):\n    y = x.cuda()\n    return y * torch.ones(y.shape)\n"
@@ -16,7 +16,7 @@ BUGGY = "import torch\n\n\ndef f(x):\n    y = x.cuda()\n    return y * torch.one
 def test_every_rule_has_a_known_group():
     # `group` is declared, not defaulted, on Rule: a new rule without one fails here
     unknown = {rule.code: getattr(rule, "group", None) for rule in all_rules() if getattr(rule, "group", None) not in GROUPS}
-    assert not unknown, f"rules without a group from fixdev.rule.GROUPS: {unknown}"
+    assert not unknown, f"rules without a group from fixdev.engine.rule.GROUPS: {unknown}"
 
 
 def test_list_rules_groups_the_rules_under_titles(fixdev):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fixdev.engine import Engine
-from fixdev.registry import all_rules
-from fixdev.rule import Rule
+from fixdev.engine.core import Engine
+from fixdev.engine.registry import all_rules
+from fixdev.engine.rule import Rule
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = sorted(
@@ -48,7 +48,7 @@ def test_a_screen_turns_files_away(rule):
     matches is turned away before libcst parses it."""
     import ast
 
-    from fixdev.rule import Screening
+    from fixdev.engine.rule import Screening
 
     turned_away = [code for code in rule.VALID if rule.might_match(code) and not rule.screen(Screening(code, ast.parse(code)))]
     assert turned_away or not any(rule.might_match(code) for code in rule.VALID), rule.code

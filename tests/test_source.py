@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fixdev.source import LineIndex, Source, SourceError, parseable_text, split_lines
+from fixdev.engine.source import LineIndex, Source, SourceError, parseable_text, split_lines
 
 
 @pytest.mark.parametrize(
@@ -73,7 +73,7 @@ def test_line_index_counts_only_python_line_breaks():
 def test_line_ends_are_after_each_python_line_break(text):
     """Both ways of finding them (the fast one for text without ``\\r``)
     agree with the lines Python splits ``text`` into."""
-    from fixdev.source import line_ends
+    from fixdev.engine.source import line_ends
 
     lines = split_lines(text)
     expected = list(itertools.accumulate(len(line) for line in lines))

@@ -1,4 +1,4 @@
-"""Spans found a statement at a time (fixdev.spans) are the spans libcst gives
+"""Spans found a statement at a time (fixdev.engine.spans) are the spans libcst gives
 for the whole module, and where the two trees do not line up they are the
 whole module's, checked as before."""
 
@@ -9,14 +9,14 @@ import ast
 import libcst as cst
 import pytest
 
-from fixdev.engine import Engine
-from fixdev.registry import all_rules
-from fixdev.rule import CharSpanProvider, RuleContext
-from fixdev.spans import MetadataWrapper
-from fixdev.source import SourceError, parseable_text
+from fixdev.engine.core import Engine
+from fixdev.engine.registry import all_rules
+from fixdev.engine.rule import CharSpanProvider, RuleContext
+from fixdev.engine.spans import MetadataWrapper
+from fixdev.engine.source import SourceError, parseable_text
 
-from .conftest import FIXTURES, ROOT
-from .test_libcst_api import NON_ASCII, SNIPPETS
+from tests.conftest import FIXTURES, ROOT
+from tests.test_libcst_api import NON_ASCII, SNIPPETS
 
 SHAPES = {
     "decorators": "import torch\nclass A:\n    @staticmethod\n    @ dec(torch.ones(\n        3))  # c\n    def f(x):\n        return torch.ones(x.shape)\n",

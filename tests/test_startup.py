@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from fixdev import registry
-from fixdev.registry import RuleInfo, all_rules
+from fixdev.engine import registry
+from fixdev.engine.registry import RuleInfo, all_rules
 
 NO_TRIGGER = "import math\n\n\ndef area(r):\n    return math.pi * r * r\n"
 CUDA_CALL = "import torch\n\nx = torch.zeros(3).cuda()\n"
 
 
 def test_the_generated_table_is_current() -> None:
-    from fixdev import rule_table
+    from fixdev.engine import rule_table
 
-    stale = "fixdev/rule_table.py is stale: regenerate it with `python -m fixdev.registry`"
+    stale = "fixdev/rule_table.py is stale: regenerate it with `python -m fixdev.engine.registry`"
     assert rule_table.FINGERPRINT == registry.rules_fingerprint(), stale
     assert tuple(RuleInfo(*row) for row in rule_table.RULES) == tuple(RuleInfo.of(rule) for rule in all_rules()), stale
 
@@ -44,7 +44,7 @@ def _imported(tmp_path: Path, *args: str, cache: bool = False) -> tuple[subproce
 
 
 def _heavy(modules: set[str]) -> set[str]:
-    return {name for name in modules if name.split(".")[0] == "libcst" or name.startswith("fixdev.codemods.") and name != "fixdev.codemods.project"}
+    return {name for name in modules if name.split(".")[0] == "libcst" or name.startswith("fixdev.codemods.") and name != "fixdev.analysis.project"}
 
 
 def test_a_file_no_trigger_matches_loads_no_libcst_and_no_rule(tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_a_file_no_trigger_matches_loads_no_libcst_and_no_rule(tmp_path: Path) -
     done, modules = _imported(tmp_path, "--check", "plain.py")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "No device bugs found." in done.stderr
-    assert "fixdev.cli" in modules  # the measurement saw the run's imports
+    assert "fixdev.interfaces.cli" in modules  # the measurement saw the run's imports
     assert not _heavy(modules)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES, ROOT, run_fixdev
+from tests.conftest import FIXTURES, ROOT, run_fixdev
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +37,7 @@ def fixdev_in(folder: Path, *args: str, stdin: bytes | None = None) -> Ran:
 
     from typer.testing import CliRunner
 
-    from fixdev import cli
+    from fixdev.interfaces import cli
 
     here = os.getcwd()
     os.chdir(folder)
@@ -82,7 +82,7 @@ def diff_lines(diff: str) -> set[int]:
 
 
 def test_every_family_has_a_case():
-    from fixdev.traceback import FAMILIES
+    from fixdev.diagnose.log import FAMILIES
 
     covered = {spec_of(folder)["family"] for folder in CASES}
     wanted = {family.name for family in FAMILIES} - {"tensor-type", "legacy-type"}  # extras beyond the list
@@ -109,7 +109,7 @@ def test_diff_shows_the_fix_at_the_right_line(folder, tmp_path):
     assert result.returncode == 1, err
     for words in spec["explain"]:
         assert words in err, (words, err)
-    from fixdev.registry import all_rules
+    from fixdev.engine.registry import all_rules
 
     registered = {rule.code for rule in all_rules()}
     assert set(spec["codes"]) <= registered, "a case names a rule that does not exist"
@@ -421,7 +421,7 @@ def test_a_traceback_run_never_imports_torch(tmp_path):
 
 
 def test_old_ipython_and_pytest_long_format_frames():
-    from fixdev.traceback import parse_log
+    from fixdev.diagnose.log import parse_log
 
     old_ipython = (
         "RuntimeError                              Traceback (most recent call last)\n"
@@ -465,7 +465,7 @@ def test_old_ipython_and_pytest_long_format_frames():
 
 
 def test_progress_bars_colours_and_timestamps_are_read_as_a_terminal_shows_them():
-    from fixdev.traceback import clean
+    from fixdev.diagnose.log import clean
 
     assert clean("  3%|▎ | 1/30\r 7%|▋ | 2/30\rTraceback (most recent call last):") == ["Traceback (most recent call last):"]
     assert clean("\x1b[0;31mRuntimeError\x1b[0m: boom") == ["RuntimeError: boom"]

@@ -3,7 +3,7 @@ import stat
 
 import pytest
 
-from fixdev.writer import WriteError, write_atomic
+from fixdev.files.writer import WriteError, write_atomic
 
 
 def test_write_keeps_mode_and_leaves_no_temp(tmp_path):

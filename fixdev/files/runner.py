@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .engine import Approver, Engine
+    from fixdev.engine.core import Approver, Engine
 
-from . import cache
-from .config import ConfigError, Settings, nearest
-from .discovery import glob_matches
-from .findings import Finding
-from .notebook import CellError, Notebook, NotebookError, is_notebook
-from .notebook import decode as decode_notebook
-from .registry import SelectionError
-from .source import Source, SourceError
-from .writer import WriteError, write_atomic
+from fixdev.files import cache
+from fixdev.files.config import ConfigError, Settings, nearest
+from fixdev.files.globs import glob_matches
+from fixdev.engine.findings import Finding
+from fixdev.files.notebook import CellError, Notebook, NotebookError, is_notebook
+from fixdev.files.notebook import decode as decode_notebook
+from fixdev.engine.registry import SelectionError
+from fixdev.engine.source import Source, SourceError
+from fixdev.files.writer import WriteError, write_atomic
 
 
 # libcst's tree takes some 500 bytes of memory per character of source: a
@@ -46,7 +46,7 @@ class FileResult:
     source: Source | None = None
     findings_in_fixed: bool = False  # --apply: the findings are placed in the text as written
     # A notebook: ``original``/``fixed`` are its JSON; findings are placed in
-    # the program its code cells make (fixdev.notebook), before and after fixes.
+    # the program its code cells make (fixdev.files.notebook), before and after fixes.
     code: str | None = None
     fixed_code: str | None = None
     cell_errors: list[CellError] = field(default_factory=list)  # cells left out; the others were processed
@@ -85,7 +85,7 @@ _engines: dict[Any, Engine] = {}
 
 
 def engine_for(settings: Settings, path: Path) -> "Engine":
-    from .engine import Engine  # loads libcst: only when a file needs work
+    from fixdev.engine.core import Engine  # loads libcst: only when a file needs work
 
     ignored = frozenset(settings.ignored_for(path))
     key = (settings, ignored)
@@ -140,7 +140,7 @@ def process_text(
     cache_only: bool = False, project: Any = None,
 ) -> FileResult | None:
     """Lint or fix one text. With ``cache_only``, None unless the cache has it.
-    ``project``: facts about the run's files (``fixdev.codemods.project``),
+    ``project``: facts about the run's files (``fixdev.analysis.project``),
     asked through ``for_file(path)``; what this file asked is kept with its
     cached result, which serves only while every answer stays the same."""
     result = FileResult(path, original=source.text, source=source)

@@ -6,8 +6,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from . import cache
-from .runner import FileResult, Mode, Overrides, process_file
+from fixdev.files import cache
+from fixdev.files.runner import FileResult, Mode, Overrides, process_file
 
 # Below this many files a pool costs more (start-up, imports) than it saves.
 MIN_FILES_FOR_POOL = 8
@@ -34,8 +34,8 @@ def _work_in_worker(task: tuple[Path, Mode, Overrides, bool]) -> FileResult:
 def project_of(paths: Sequence[Path], use_cache: bool = False) -> Any:
     """What the rules may know about the run's files together (which file
     each import means, what its functions return): an index of the paths,
-    read no further until a rule asks (``fixdev.codemods.project``)."""
-    from .codemods.project import Project  # no libcst; the files are read when asked
+    read no further until a rule asks (``fixdev.analysis.project``)."""
+    from fixdev.analysis.project import Project  # no libcst; the files are read when asked
 
     return Project(paths, use_cache=use_cache)
 

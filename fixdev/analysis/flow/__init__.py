@@ -82,7 +82,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from fixdev.source import CPythonPositions, line_ends
+from fixdev.engine.source import CPythonPositions, line_ends
 
 # ---------------------------------------------------------------------------
 # The lattice

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import registry
+from fixdev.engine import registry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -66,7 +66,7 @@ class Settings:
         """Rule codes switched off for one file by ``per-file-ignores``."""
         if not self.per_file_ignores:
             return set()
-        from .discovery import glob_matches
+        from fixdev.files.globs import glob_matches
 
         codes: set[str] = set()
         for pattern, words in self.per_file_ignores:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
-from .findings import Finding, apply_edits
-from .notebook import CellIndex, Notebook, NotebookError, is_notebook, split_code, synthetic
-from .runner import FileResult, Mode, Overrides, process_text
-from .source import LineIndex, Source
+from fixdev import __version__
+from fixdev.engine.findings import Finding, apply_edits
+from fixdev.files.notebook import CellIndex, Notebook, NotebookError, is_notebook, split_code, synthetic
+from fixdev.files.runner import FileResult, Mode, Overrides, process_text
+from fixdev.engine.source import LineIndex, Source
 
 FIX_ALL = "source.fixAll.fixdev"
 NOTEBOOK_FIX_ALL = "notebook.source.fixAll.fixdev"  # VS Code's notebook.codeActionsOnSave asks for notebook.source.*

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .findings import Finding
-from .notebook import is_notebook
-from .source import LineIndex, Source
-from .traceback import FileIndex, Frame, Mapped, Report, _is_host, _short, _spoken
+from fixdev.engine.findings import Finding
+from fixdev.files.notebook import is_notebook
+from fixdev.engine.source import LineIndex, Source
+from fixdev.diagnose.log import Frame, Report, is_host, short, spoken
+from fixdev.diagnose.mapping import FileIndex, Mapped, in_cells
+from fixdev.diagnose.statements import header_expressions, header_lines, source_of, statement_at
 
 # ---------------------------------------------------------------------------
 # What the file says at the failing line
@@ -62,69 +64,11 @@ class Explained:
     told: list = field(default_factory=list)  # the evidence the findings were found with (Told.items)
 
 
-def _statement_at(flow, line: int) -> ast.stmt | None:
-    """The innermost statement whose own line(s) hold ``line``: a compound
-    statement only by its header (``for x in loader:``)."""
-    best = None
-    stack = list(flow.tree.body)
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, ast.stmt) or not (node.lineno <= line <= (node.end_lineno or node.lineno)):
-            continue
-        best = node
-        children = [child for name in ("body", "orelse", "finalbody", "handlers") for child in getattr(node, name, []) or []]
-        for handler in getattr(node, "handlers", []) or []:
-            children.extend(handler.body)
-        for case in getattr(node, "cases", []) or []:
-            children.extend(case.body)
-        stack = [child for child in children if isinstance(child, ast.stmt)]
-    return best
-
-
-def _header_nodes(statement: ast.stmt) -> list[ast.AST]:
-    """The expressions a statement evaluates itself (not its body's)."""
-    if isinstance(statement, (ast.For, ast.AsyncFor)):
-        return [statement.target, statement.iter]
-    if isinstance(statement, (ast.If, ast.While)):
-        return [statement.test]
-    if isinstance(statement, (ast.With, ast.AsyncWith)):
-        return [item for item in statement.items]
-    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return list(statement.decorator_list)
-    if isinstance(statement, ast.Try):
-        return []
-    return [statement]
-
-
-def _expressions(statement: ast.stmt) -> list[ast.expr]:
-    found = []
-    for root in _header_nodes(statement):
-        for node in ast.walk(root):
-            if isinstance(node, ast.expr):
-                found.append(node)
-    return found
-
-
-def _header_lines(statement: ast.stmt) -> tuple[int, int]:
-    nodes = _header_nodes(statement)
-    if not nodes or nodes == [statement]:
-        return statement.lineno, statement.end_lineno or statement.lineno
-    return statement.lineno, max((getattr(n, "end_lineno", None) or statement.lineno) for n in nodes)
-
-
-def _source(flow, node: ast.AST) -> str:
-    try:
-        start, end = flow.span(node)
-        return " ".join(flow.text[start:end].split())
-    except Exception:  # a node without a position
-        return ast.unparse(node)
-
-
 class _Facts:
     """Device-flow questions about the failing statement, in plain words."""
 
     def __init__(self, facts: FileFacts) -> None:
-        from .codemods import flow as flow_module
+        from fixdev.analysis import flow as flow_module
 
         self.facts = facts
         self.flow = facts.flow
@@ -183,11 +127,11 @@ class _Facts:
             while isinstance(inner, ast.Call) and inner.args and isinstance(inner.func, ast.Name) and inner.func.id in ("enumerate", "tqdm", "zip", "iter"):
                 inner = inner.args[0]
             if self.what(inner) is self.F.What.LOADER or self.what(loop) is self.F.What.LOADER:
-                return f"comes from the DataLoader (`{_short(_source(self.flow, loop))}`, line {line}) and stays on the CPU"
-            return f"comes from `for ... in {_short(_source(self.flow, loop))}` on line {line}, on the CPU"
+                return f"comes from the DataLoader (`{short(source_of(self.flow, loop))}`, line {line}) and stays on the CPU"
+            return f"comes from `for ... in {short(source_of(self.flow, loop))}` on line {line}, on the CPU"
         if isinstance(origin, ast.Call):
             name = self.flow.qualified_name(origin.func) or ""
-            text = _short(_source(self.flow, origin))
+            text = short(source_of(self.flow, origin))
             if name.endswith("from_numpy") or name.endswith("as_tensor"):
                 return f"is made from a NumPy array by `{text}` on line {line}, on the CPU"
             if self.what(origin) is self.F.What.MODULE:
@@ -200,7 +144,7 @@ class _Facts:
         if isinstance(origin, ast.arg):
             return f"is the parameter `{origin.arg}` (line {line}), on the CPU here"
         if isinstance(origin, ast.Name) and isinstance(statement, ast.Assign):  # a name placed by the error's message
-            return f"is set by `{_short(_source(self.flow, statement.value))}` on line {line}, on the CPU"
+            return f"is set by `{short(source_of(self.flow, statement.value))}` on line {line}, on the CPU"
         return f"is set on line {line}, on the CPU"
 
     def device_origin(self, placement, origin: ast.AST | None) -> str:
@@ -234,7 +178,7 @@ def _related_statements(helper: _Facts, statement: ast.stmt, depth: int = 3) -> 
     for level in range(1, depth + 1):
         following = []
         for current in frontier:
-            for node in _expressions(current):
+            for node in header_expressions(current):
                 if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
                     continue
                 host, _, unknown = helper.places(node)
@@ -251,7 +195,7 @@ def _related_statements(helper: _Facts, statement: ast.stmt, depth: int = 3) -> 
 
 
 def _sinks_at(helper: _Facts, statement: ast.stmt) -> list:
-    first, last = _header_lines(statement)
+    first, last = header_lines(statement)
     try:
         sinks = helper.flow.sinks()
     except Exception:
@@ -264,7 +208,7 @@ def related_findings(facts: FileFacts, line: int, codes: Iterable[str], group: s
     then where its host values were made; for a cuda-only error, every
     finding of the family's codes in the file (each would fail in turn)."""
     helper = _Facts(facts)
-    statement = _statement_at(facts.flow, line)
+    statement = statement_at(facts.flow, line)
     codes = set(codes)
     ranked: dict[Finding, tuple] = {}
     if statement is not None:
@@ -278,7 +222,7 @@ def related_findings(facts: FileFacts, line: int, codes: Iterable[str], group: s
             if all(s is not acting for _, s in levels):
                 levels.append((1, acting))
         for level, related in levels:
-            first, last = _header_lines(related)
+            first, last = header_lines(related)
             for finding in facts.findings:
                 start, end = facts.line_of(finding.start), facts.line_of(max(finding.start, finding.end - 1))
                 if start <= last and end >= first:
@@ -297,8 +241,8 @@ def _acting_on(helper: _Facts, statement: ast.stmt) -> list[ast.stmt]:
     (``images.to(device)``, its result dropped) or a rebinding of the name.
     A fix there (a move kept) is a fix for this line."""
     found = []
-    first, _ = _header_lines(statement)
-    for node in _expressions(statement):
+    first, _ = header_lines(statement)
+    for node in header_expressions(statement):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
             continue
         binding = _binding_before(helper, node)
@@ -335,7 +279,7 @@ def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, lin
         sentence = _host_sentence(helper, sink.value, [*sink.origins, *host])
         if sink.other is not None:
             _, device, _ = helper.places(sink.other)
-            other = _short(_source(flow, sink.other))
+            other = short(source_of(flow, sink.other))
             if device:
                 sentence += f"; `{other}` {helper.device_origin(*device[0])}"
         why.append(sentence)
@@ -351,13 +295,13 @@ def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, lin
     unknown_side: list[tuple[ast.expr, list]] = []
     for node, role in _operands(helper, statement):
         host, device, unknown = helper.places(node)
-        text = _short(_source(flow, node))
+        text = short(source_of(flow, node))
         said = _said_device(report, role)
         if host:
             host_side.append((node, _host_sentence(helper, node, host)))
         elif device and not unknown:
             device_side.append((node, f"`{text}` {helper.device_origin(*device[0])}"))
-        elif said is not None and _is_host(said):
+        elif said is not None and is_host(said):
             host_side.append((node, f"`{text}` is on the CPU: {_unknown_words(helper, node, unknown)}, and the error says the {role} is a CPU tensor"))
         elif said is not None:
             device_side.append((node, f"`{text}` is on {said}, as the error says"))
@@ -369,7 +313,7 @@ def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, lin
         # Two devices meet here and the only known side is on the GPU: the
         # host side is among the values the analysis cannot place.
         unknown_side.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
-        names = ", ".join(f"`{_short(_source(flow, node))}`" for node, _ in unknown_side[:3])
+        names = ", ".join(f"`{short(source_of(flow, node))}`" for node, _ in unknown_side[:3])
         made = {id(_binding_before(helper, node) or node) for node, _ in unknown_side}
         said = f"the error says this line mixes {_pair(report)} while the other side is on the GPU"
         state = [(node, _plain_state(helper, node)) for node, _ in unknown_side]
@@ -382,7 +326,7 @@ def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, lin
             if len(unknown_side) == 1:
                 why.append(f"{names} must be on the CPU ({said}): it is {kept}")
             else:
-                why.append(f"one of {names} is on the CPU ({said}); most likely `{_short(_source(flow, node))}`: it is {kept}")
+                why.append(f"one of {names} is on the CPU ({said}); most likely `{short(source_of(flow, node))}`: it is {kept}")
             first, method = sets[0]
             change = (
                 f"make `{attribute}` a buffer where it is first set (line {first.lineno} in `{method}`): "
@@ -426,7 +370,7 @@ def _plain_state(helper: _Facts, node: ast.expr) -> tuple[str, list] | None:
             if isinstance(statement, ast.Assign) and any(
                 isinstance(t, ast.Attribute) and t.attr == target.attr and isinstance(t.value, ast.Name) and t.value.id == "self" for t in statement.targets
             ):
-                if helper.what(statement.value) is helper.F.What.MODULE or "Parameter" in _source(helper.flow, statement.value).split("(")[0]:
+                if helper.what(statement.value) is helper.F.What.MODULE or "Parameter" in source_of(helper.flow, statement.value).split("(")[0]:
                     return None  # a submodule or a parameter moves with the model
                 sets.append((statement, method.name))
     sets.sort(key=lambda item: (item[1] != "__init__", item[0].lineno))
@@ -442,12 +386,12 @@ def _host_sentence(helper: _Facts, value: ast.expr, origins: list) -> str:
     named = [o for o in origins if _bound_name(helper, o, value) is not None]
     origins = named + [o for o in origins if o not in named]
     if not origins:
-        return f"`{_short(_source(flow, value))}` is on the CPU"
-    subject = _short(_bound_name(helper, origins[0], value) or _source(flow, value))
+        return f"`{short(source_of(flow, value))}` is on the CPU"
+    subject = short(_bound_name(helper, origins[0], value) or source_of(flow, value))
     sentence = f"`{subject}` {helper.host_origin(origins[0])}"
     for also in origins[1:2]:
         if isinstance(also, ast.AST) and hasattr(also, "lineno"):
-            sentence += f" (and from `{_short(_source(flow, also), 40)}`, line {also.lineno}, on the CPU too)"
+            sentence += f" (and from `{short(source_of(flow, also), 40)}`, line {also.lineno}, on the CPU too)"
     return sentence
 
 
@@ -456,15 +400,15 @@ def _bound_name(helper: _Facts, origin, value: ast.expr) -> str | None:
     torch.zeros(n)``), when the failing expression uses that name."""
     statement = helper.statement_of(origin) if isinstance(origin, ast.AST) else None
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], (ast.Name, ast.Attribute)):
-        name = _source(helper.flow, statement.targets[0])
-        if any(_source(helper.flow, node) == name for node in ast.walk(value) if isinstance(node, (ast.Name, ast.Attribute))):
+        name = source_of(helper.flow, statement.targets[0])
+        if any(source_of(helper.flow, node) == name for node in ast.walk(value) if isinstance(node, (ast.Name, ast.Attribute))):
             return name
     return None
 
 
 def _pair(report: Report) -> str:
     devices = report.devices()
-    return f"{_spoken(devices[0])} and {_spoken(devices[1])}" if devices else "two devices"
+    return f"{spoken(devices[0])} and {spoken(devices[1])}" if devices else "two devices"
 
 
 def _unknown_words(helper: _Facts, node: ast.expr, unknown: list, plural: bool = False) -> str:
@@ -475,10 +419,10 @@ def _unknown_words(helper: _Facts, node: ast.expr, unknown: list, plural: bool =
     they = "they are" if plural else "it is"
     binding = _binding_before(helper, node)
     if isinstance(binding, (ast.For, ast.AsyncFor)):
-        header = f"for {_source(helper.flow, binding.target)} in {_source(helper.flow, binding.iter)}"
-        return f"fixdev cannot see where {they} made (`{_short(header)}`, line {binding.lineno})"
+        header = f"for {source_of(helper.flow, binding.target)} in {source_of(helper.flow, binding.iter)}"
+        return f"fixdev cannot see where {they} made (`{short(header)}`, line {binding.lineno})"
     if binding is not None:
-        return f"fixdev cannot see where {they} made (`{_short(_source(helper.flow, binding))}`, line {binding.lineno})"
+        return f"fixdev cannot see where {they} made (`{short(source_of(helper.flow, binding))}`, line {binding.lineno})"
     return f"fixdev cannot see where {they} made"
 
 
@@ -512,13 +456,13 @@ def _move_change(helper: _Facts, statement: ast.stmt, line: int, host: list[ast.
     shown_device = device or "device"
     first = movable[0]
     if helper.what(first) is helper.F.What.MODULE:
-        target = _source(flow, first)
+        target = source_of(flow, first)
         host, _, _ = helper.places(first)
         where = f"where it is built (line {host[0].lineno})" if host and hasattr(host[0], "lineno") else f"before line {line}"
         return f"move `{target}` to the GPU {where}: `{target}.to({shown_device})`"
     texts = []
     for node in movable[:3]:
-        text = _source(flow, node)
+        text = source_of(flow, node)
         if text not in texts:
             texts.append(text)
     names = ", ".join(texts)
@@ -572,7 +516,7 @@ def _operands(helper: _Facts, statement: ast.stmt) -> list[tuple[ast.expr, str]]
             seen.add(id(node))
             found.append((node, role))
 
-    for node in _expressions(statement):
+    for node in header_expressions(statement):
         if isinstance(node, ast.Call) and (helper.what(node.func) is helper.F.What.MODULE or _moved_callable(helper, node.func)):
             add(node.func, "module")
             for arg in node.args[:1]:
@@ -615,37 +559,37 @@ def _explain_other(report: Report, facts: FileFacts, statement: ast.stmt, line: 
     """Plain words and what to change for errors other than a mismatch."""
     flow = facts.flow
     family = report.family.name
-    nodes = _expressions(statement)
+    nodes = header_expressions(statement)
     subject = None
     if family == "numpy":
         for node in nodes:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numpy":
-                receiver = _source(flow, node.func.value)
+                receiver = source_of(flow, node.func.value)
                 subject = f"`{receiver}.detach().cpu().numpy()`"
-                return [f"`{_short(receiver)}` is on {_spoken(report.roles().get('odd')) or 'the GPU'}"], report.family.change.format(line=line, subject=subject, device="")
+                return [f"`{short(receiver)}` is on {spoken(report.roles().get('odd')) or 'the GPU'}"], report.family.change.format(line=line, subject=subject, device="")
         subject = "`.detach().cpu().numpy()`"
     elif family == "deserialize":
         for node in nodes:
             if isinstance(node, ast.Call) and (flow.qualified_name(node.func) or "").endswith("load"):
                 subject = "`torch.load(..., map_location=\"cpu\")` (or the device the program runs on)"
-                return [f"`{_short(_source(flow, node))}` loads it"], report.family.change.format(line=line, subject=subject, device="")
+                return [f"`{short(source_of(flow, node))}` loads it"], report.family.change.format(line=line, subject=subject, device="")
         subject = "`map_location=\"cpu\"`"
     elif family in ("no-cuda-build", "no-driver"):
         asks = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "cuda"]
         asks += [n for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("cuda")]
         subject = '`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` and `.to(device)`'
         if asks:
-            return [f"line {line} asks for CUDA: `{_short(_source(flow, asks[0]))}`"], report.family.change.format(line=line, subject=subject, device="")
+            return [f"line {line} asks for CUDA: `{short(source_of(flow, asks[0]))}`"], report.family.change.format(line=line, subject=subject, device="")
         moves = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "to" and n.args]
         if moves:
-            target = _short(_source(flow, moves[0].args[0]))
+            target = short(source_of(flow, moves[0].args[0]))
             return [f"line {line} moves to `{target}`, which names CUDA where it is defined"], report.family.change.format(line=line, subject=subject, device="")
     elif family == "index-device":
         for node in nodes:
             if isinstance(node, ast.Subscript):
-                table, index = _source(flow, node.value), _source(flow, node.slice)
+                table, index = source_of(flow, node.value), source_of(flow, node.slice)
                 subject = f"`{table}[{index}.to({table}.device)]`, or keep `{table}` on the GPU (a buffer)"
-                return [f"`{_short(table)}` is indexed with `{_short(index)}`, which is on another device"], report.family.change.format(line=line, subject=subject, device="")
+                return [f"`{short(table)}` is indexed with `{short(index)}`, which is on another device"], report.family.change.format(line=line, subject=subject, device="")
         subject = "`.to(table.device)` on the indices"
     elif family == "data-parallel":
         wrapped = None
@@ -655,9 +599,9 @@ def _explain_other(report: Report, facts: FileFacts, statement: ast.stmt, line: 
                 break
         other = report.roles().get("other") or "cuda:0"
         if wrapped is not None:
-            inner = _source(flow, wrapped.args[0])
+            inner = source_of(flow, wrapped.args[0])
             subject = f"wrap `{inner}.to(\"{other}\")` on line {wrapped.lineno}"
-            return [f"`{_short(_source(flow, wrapped))}` on line {wrapped.lineno} wraps a model that was not moved to {other}"], report.family.change.format(line=line, subject=subject, device="", other=other)
+            return [f"`{short(source_of(flow, wrapped))}` on line {wrapped.lineno} wraps a model that was not moved to {other}"], report.family.change.format(line=line, subject=subject, device="", other=other)
         subject = f"`model.to(\"{other}\")`"
         return [], report.family.change.format(line=line, subject=subject, device="", other=other)
     try:
@@ -764,20 +708,20 @@ def evidence(report: Report, facts: FileFacts, line: int) -> Told:
     told = Told()
     if facts.error or facts.flow is None:
         return told
-    statement = _statement_at(facts.flow, line)
+    statement = statement_at(facts.flow, line)
     if statement is None:
         return told
     helper = _Facts(facts)
     name = report.family.name
     if name == "numpy":
-        receivers = [n.func.value for n in _expressions(statement) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy" and not n.args]
+        receivers = [n.func.value for n in header_expressions(statement) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy" and not n.args]
         if len(receivers) == 1 and _side(helper, receivers[0]) == "unknown":
             node = receivers[0]
             told.items.append((_span(node), "device", None))
-            told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, node))}` by itself; the error's message says where it is")
+            told.said.append(f"fixdev cannot place `{short(source_of(facts.flow, node))}` by itself; the error's message says where it is")
         return told
     devices = report.devices()
-    if report.family.group != "mismatch" or name in ("data-parallel", "index-device") or devices is None or not _is_host(devices[1]) or _is_host(devices[0]):
+    if report.family.group != "mismatch" or name in ("data-parallel", "index-device") or devices is None or not is_host(devices[1]) or is_host(devices[0]):
         return told
     sides: dict[str, list[tuple[ast.expr, str]]] = {"host": [], "device": [], "unknown": []}
     for node, role in _operands(helper, statement):
@@ -792,12 +736,12 @@ def evidence(report: Report, facts: FileFacts, line: int) -> Told:
         return told  # `x * args.scale`: most likely a number, and the tensor on the CPU is one the line hides
     placement = "device" if sides["host"] else "host"
     said = _said_device(report, role)
-    if said is not None and _is_host(said) != (placement == "host"):
+    if said is not None and is_host(said) != (placement == "host"):
         return told  # the message's roles and the analysis disagree: say nothing
     if not _place(told, helper, node, line, placement):
         return told
-    where = "on the CPU" if placement == "host" else f"on {_spoken(devices[0])}"
-    told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, node))}` by itself; the error says it is {where} at line {line}")
+    where = "on the CPU" if placement == "host" else f"on {spoken(devices[0])}"
+    told.said.append(f"fixdev cannot place `{short(source_of(facts.flow, node))}` by itself; the error says it is {where} at line {line}")
     return told
 
 
@@ -822,14 +766,14 @@ def argument_evidence(facts: FileFacts, line: int, function: ast.AST, parameter:
     function (by its name; ``forward`` by a module called) and its argument
     is not placed by the analysis."""
     told = Told()
-    statement = _statement_at(facts.flow, line) if not facts.error and facts.flow is not None else None
+    statement = statement_at(facts.flow, line) if not facts.error and facts.flow is not None else None
     if statement is None or placement is None:
         return told
     helper = _Facts(facts)
     params = [*function.args.posonlyargs, *function.args.args]
     method = bool(params) and params[0].arg in ("self", "cls")
     calls = []
-    for node in _expressions(statement):
+    for node in header_expressions(statement):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -851,7 +795,7 @@ def argument_evidence(facts: FileFacts, line: int, function: ast.AST, parameter:
     if not _place(told, helper, argument, line, placement):
         return told
     where = "on the CPU" if placement == "host" else "on the GPU"
-    told.said.append(f"fixdev cannot place `{_short(_source(facts.flow, argument))}` by itself; the error says it is {where} where `{function.name}` uses it as `{parameter.arg}`")
+    told.said.append(f"fixdev cannot place `{short(source_of(facts.flow, argument))}` by itself; the error says it is {where} where `{function.name}` uses it as `{parameter.arg}`")
     return told
 
 
@@ -877,7 +821,7 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
         m = stale[0]
         result.frame, result.path, result.line, result.status = m.frame, m.path, m.frame.line, "stale"
         current = index.line(m.path, m.frame.line).strip()
-        shown = f"the log shows `{_short(m.frame.source or '', 70)}`, the file has `{_short(current, 70) or '(no such line)'}`"
+        shown = f"the log shows `{short(m.frame.source or '', 70)}`, the file has `{short(current, 70) or '(no such line)'}`"
         moved = index.find(m.path, m.frame.source or "")
         if moved:
             result.problem = (
@@ -903,7 +847,7 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
             if cells:
                 result.problem = (
                     f"the failing line is in a notebook cell ({cells[-1].path}, line {cells[-1].line}"
-                    + (f": `{_short(cells[-1].source)}`" if cells[-1].source else "")
+                    + (f": `{short(cells[-1].source)}`" if cells[-1].source else "")
                     + "); no notebook under PATH has a code cell run as "
                     + f"In[{cells[-1].execution_count if cells[-1].execution_count is not None else ' '}] (pass the notebook as PATH)"
                 )
@@ -946,7 +890,7 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
             break
         walked = walked + [m] if passed is not None else []
         if family.group != "cuda-only":
-            statement = _statement_at(facts.flow, m.at)
+            statement = statement_at(facts.flow, m.at)
             if statement is None or not _explain(report, facts, statement, m.at)[2]:
                 chosen = m  # the frame where the value did not come from a caller
                 break
@@ -954,7 +898,7 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
         chosen = user[0] if family.group == "cuda-only" else user[-1]
     chosen_facts = told_facts.get(id(chosen)) or load(chosen.path)
     result.frame, result.path, result.line = chosen.frame, chosen.path, chosen.at
-    statement = _statement_at(chosen_facts.flow, chosen.at)
+    statement = statement_at(chosen_facts.flow, chosen.at)
     if statement is not None:
         why, change, _ = _explain(report, chosen_facts, statement, chosen.at)
         result.why.extend(why)
@@ -975,22 +919,6 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
     return result
 
 
-def in_cells(code: str, sentence: str) -> str:
-    """``line 12`` of a notebook's program said as ``cell 3, line 4``."""
-    from .notebook import CellIndex
-
-    index = CellIndex(code)
-
-    def cell_line(match: re.Match) -> str:
-        number = int(match.group(1))
-        if not 1 <= number <= len(index.lines.starts):
-            return match.group(0)
-        cell, row, _ = index.locate(index.lines.starts[number - 1])
-        return f"line {row} of cell {cell}"
-
-    return re.sub(r"\bline (\d+)\b", cell_line, sentence)
-
-
 def _explain_unmapped(result: Explained) -> None:
     """What to change, from the failing line the log prints alone (a
     notebook cell, a file not under PATH): no analysis, only the message."""
@@ -1003,7 +931,7 @@ def _explain_unmapped(result: Explained) -> None:
         return
     where = f"{'in that cell ' if frame.cell else ''}on line {frame.line}"
     roles = report.roles()
-    if report.family.name == "input-weight" and _is_host(roles.get("input")):
+    if report.family.name == "input-weight" and is_host(roles.get("input")):
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args and not isinstance(n.func, ast.Attribute)]
         if calls:
             argument = ast.unparse(calls[0].args[0])

@@ -22,9 +22,9 @@ from libcst import BatchableCSTVisitor
 from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvider, QualifiedNameSource
 from libcst.metadata import ByteSpanPositionProvider
 
-from .findings import Edit, Finding, Fix  # noqa: F401 - rules build these
-from .source import line_start
-from .spans import StatementSpans, char_spans, inside_block
+from fixdev.engine.findings import Edit, Finding, Fix  # noqa: F401 - rules build these
+from fixdev.engine.source import line_start
+from fixdev.engine.spans import StatementSpans, char_spans, inside_block
 
 
 class CharSpanProvider(BaseMetadataProvider[CodeSpan]):
@@ -418,7 +418,7 @@ class RuleContext:
                 if node_type is None or getattr(getattr(type(rule), name), "_is_no_op", False):
                     continue
                 if node_type in TRIVIA:
-                    raise TypeError(f"{type(rule).__name__}.{name}: the index leaves layout tokens out (fixdev.rule.TRIVIA); find them from the node that holds them")
+                    raise TypeError(f"{type(rule).__name__}.{name}: the index leaves layout tokens out (fixdev.engine.rule.TRIVIA); find them from the node that holds them")
                 dispatch.setdefault(node_type, []).append(getattr(rule, name))
         for node in self.index().order:
             for method in dispatch.get(type(node), ()):
@@ -434,7 +434,7 @@ class RuleContext:
 
     def spans(self) -> "StatementSpans":
         """Character spans of the module's nodes (``spans[node]``), found a
-        statement at a time (``fixdev.spans``)."""
+        statement at a time (``fixdev.engine.spans``)."""
         if "spans" not in self.shared:
             self.shared["spans"] = StatementSpans(self, lambda: self.metadata(CharSpanProvider))
         return self.shared["spans"]

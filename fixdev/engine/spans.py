@@ -20,15 +20,12 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
 import libcst as cst
 from libcst.metadata import ByteSpanPositionProvider, CodeSpan
 
-from .source import CPythonPositions, line_start, parseable_text
-
-if TYPE_CHECKING:
-    from .rule import RuleContext
+from fixdev.engine.source import CPythonPositions, line_start, parseable_text
 
 
 class MetadataWrapper(cst.MetadataWrapper):
@@ -82,6 +79,8 @@ class StatementSpans:
     """``spans[node]``: the node's ``CodeSpan`` in characters of the text,
     as ``CharSpanProvider`` gives it for the whole module."""
 
+    # context is a fixdev.engine.rule.RuleContext, named in words only: that
+    # module imports this one.
     def __init__(self, context: "RuleContext", whole_file: Callable[[], Mapping[cst.CSTNode, CodeSpan]]) -> None:
         self._context = context
         self._whole_file = whole_file

@@ -15,14 +15,16 @@ from typing import List, Optional
 
 import typer
 
-from . import __version__, output, parallel
-from .config import ConfigError, nearest
-from .discovery import Missing, discover
-from .findings import Finding, apply_edits
-from .registry import SelectionError, all_rules, find_rule, matching
-from .runner import FileResult, Mode, Overrides, decode, process_file, process_text
-from .source import SourceError
-from .writer import remove_stale_temps
+from fixdev import __version__
+from fixdev.interfaces import output
+from fixdev.files import parallel
+from fixdev.files.config import ConfigError, nearest
+from fixdev.files.discovery import Missing, discover
+from fixdev.engine.findings import Finding, apply_edits
+from fixdev.engine.registry import SelectionError, all_rules, find_rule, matching
+from fixdev.files.runner import FileResult, Mode, Overrides, decode, process_file, process_text
+from fixdev.engine.source import SourceError
+from fixdev.files.writer import remove_stale_temps
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -69,7 +71,7 @@ def _version(value: bool) -> None:
 
 def _list_rules(value: bool) -> None:
     if value:
-        from .rule import GROUPS
+        from fixdev.engine.rule import GROUPS
 
         rules = all_rules()
         width = max(len(rule.name) for rule in rules)
@@ -101,7 +103,7 @@ def _explain(value: Optional[str]) -> None:
 def _lsp(value: bool) -> None:
     if value:
         try:
-            from . import lsp
+            from fixdev.interfaces import lsp
             import pygls  # noqa: F401
         except ImportError:
             _fail('the language server needs pygls: pip install "fixdev[lsp]"')
@@ -295,12 +297,12 @@ def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], m
     if any(str(p) == "-" for p in paths or ()):
         _fail("with --traceback and --probe, '-' is not a PATH (--traceback - reads the log from stdin)")
     if probe is not None:
-        from . import probe as probing
+        from fixdev.gpu import probe as probing
 
         if paths:
             _fail("--probe takes no PATH: the file is in FILE:CLASS")
         return probing.run(probe, inputs, init, train, mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo)
-    from . import traceback as tracebacks
+    from fixdev.diagnose import traceback as tracebacks
 
     if log == "-":
         data = sys.stdin.buffer.read()

@@ -8,11 +8,11 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from . import __version__
-from .findings import Finding
-from .notebook import CellIndex, is_notebook, split_code
-from .runner import FileResult
-from .source import LineIndex, split_lines
+from fixdev import __version__
+from fixdev.engine.findings import Finding
+from fixdev.files.notebook import CellIndex, is_notebook, split_code
+from fixdev.files.runner import FileResult
+from fixdev.engine.source import LineIndex, split_lines
 
 FORMATS = ("full", "concise", "json", "github", "sarif")
 
@@ -74,7 +74,7 @@ def cell_error_line(path: Path, error) -> str:
     return f"{display(path)}:cell {error.number}: error: {error.message}"
 
 
-def _location(index: LineIndex | CellIndex, offset: int) -> dict[str, int]:
+def json_location(index: LineIndex | CellIndex, offset: int) -> dict[str, int]:
     if isinstance(index, CellIndex):
         cell, row, column = index.locate(offset)
         return {"row": row, "column": column, "cell": cell}
@@ -151,7 +151,7 @@ def as_json(results: Iterable[FileResult]) -> list[dict[str, Any]]:
                     "message": finding.fix.message,
                     "applied": fixed,
                     "edits": [
-                        {"content": content, "location": _location(idx, start), "end_location": _location(idx, end)}
+                        {"content": content, "location": json_location(idx, start), "end_location": json_location(idx, end)}
                         for start, end, content in (_edit(idx, e) for e in finding.fix.edits)
                     ],
                 }
@@ -160,8 +160,8 @@ def as_json(results: Iterable[FileResult]) -> list[dict[str, Any]]:
                 "name": finding.name,
                 "message": finding.message,
                 "filename": display(result.path),
-                "location": _location(idx, finding.start),
-                "end_location": _location(idx, finding.end),
+                "location": json_location(idx, finding.start),
+                "end_location": json_location(idx, finding.end),
                 "fix": fix,
             }
             if isinstance(idx, CellIndex):
@@ -189,7 +189,7 @@ def github(items: Sequence[dict[str, Any]]) -> str:
 
 
 def sarif(items: Sequence[dict[str, Any]]) -> str:
-    from .registry import all_rules
+    from fixdev.engine.registry import all_rules
 
     rules = [
         {

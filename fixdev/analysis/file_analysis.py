@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 import libcst as cst
 
-from fixdev.rule import Edit, child_nodes, dotted
+from fixdev.engine.rule import Edit, child_nodes, dotted
 
-from . import placement
-from .flow import AST_LEAVES, LIGHTNING_MODULES, NOT_MODULES, ast_children, ast_walk
+from fixdev.analysis import placement
+from fixdev.analysis.flow import AST_LEAVES, LIGHTNING_MODULES, NOT_MODULES, ast_children, ast_walk
 
 if TYPE_CHECKING:
-    from fixdev.rule import Rule, RuleContext, Screening
+    from fixdev.engine.rule import Rule, RuleContext, Screening
 
-    from .flow import FileFlow, Value, What
+    from fixdev.analysis.flow import FileFlow, Value, What
 
 
 # Factories: fresh tensors, on the CPU unless device= is given.
@@ -72,7 +72,7 @@ def flow_for(facts: "RuleContext | Screening") -> "FileFlow":
     screen's flow is the one the rules then visit with."""
     shared = facts.shared
     if "flow" not in shared:
-        from .flow import FileFlow
+        from fixdev.analysis.flow import FileFlow
 
         # calls of the run's other files' functions: codemods.project's facts, when the engine has them
         source = facts.tree if facts.tree is not None else facts.text
@@ -161,7 +161,7 @@ def has_sink(screening: "Screening", *kinds: str) -> bool:
 def value_of(rule: "Rule", expr: cst.CSTNode) -> "Value":
     """What the device flow knows of ``expr`` (a libcst node of the file
     ``rule`` is looking at): ``UNKNOWN_VALUE`` where it has no answer."""
-    from .flow import UNKNOWN_VALUE
+    from fixdev.analysis.flow import UNKNOWN_VALUE
 
     flow = flow_of(rule)
     node = flow.node_at(*rule.span(expr))

@@ -42,7 +42,7 @@ from json.decoder import scanstring
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .source import LineIndex, Source, SourceError, split_lines
+from fixdev.engine.source import LineIndex, Source, SourceError, split_lines
 
 SUFFIX = ".ipynb"
 CELL_MARKER = "__fixdev_cell__"
@@ -499,7 +499,7 @@ def _parse(masked: str) -> tuple[ast.Module | None, str | None]:
             return ast.parse(masked), None
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             pass
-    from .engine import syntax_check  # libcst is loaded only to confirm an error
+    from fixdev.engine.core import syntax_check  # libcst is loaded only to confirm an error
 
     try:
         syntax_check(masked)

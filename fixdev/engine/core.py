@@ -20,11 +20,11 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Seque
 
 import libcst as cst
 
-from .findings import Edit, Finding, apply_edits
-from .registry import load
-from .rule import RuleContext, Screening
-from .spans import MetadataWrapper
-from .source import LineIndex, SourceError, parseable_text
+from fixdev.engine.findings import Edit, Finding, apply_edits
+from fixdev.engine.registry import load
+from fixdev.engine.rule import RuleContext, Screening
+from fixdev.engine.spans import MetadataWrapper
+from fixdev.engine.source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10
 

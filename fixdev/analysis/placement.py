@@ -21,19 +21,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import libcst as cst
 
-from fixdev.rule import Edit, child_nodes, dotted
-from fixdev.source import line_start
+from fixdev.engine.rule import Edit, Rule, child_nodes, dotted
+from fixdev.engine.source import line_start
 
-from .flow import LIGHTNING_MODULES, ast_walk
+from fixdev.analysis.flow import LIGHTNING_MODULES, ast_walk
 
-if TYPE_CHECKING:
-    from fixdev.rule import Rule
-
-    from .analysis import FileAnalysis
+# FileAnalysis (fixdev.analysis.file_analysis) is named in annotations only:
+# that module imports this one, and an import back, even for type checkers,
+# would make the two a cycle.
 
 DEVICE_NAMES = ("device", "dev")
 NEW_DEVICE_NAMES = ("device", "torch_device", "default_device", "fixdev_device")

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from fixdev import __version__
 
 FOLDER = ".fixdev_cache"
 
@@ -33,12 +33,15 @@ def code_fingerprint() -> str:
     except PackageNotFoundError:
         parser = "?"
     digest = hashlib.sha256(repr((__version__, sys.version_info[:3], sys.implementation.name, parser)).encode())
-    from . import codemods
+    import fixdev
+    from fixdev import codemods
+    from fixdev.engine.registry import python_files
 
-    for package in (Path(__file__).parent, Path(codemods.__file__).parent):
-        for path in sorted(package.glob("*.py")):
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
+    # Every module, subpackages included: an edit anywhere in fixdev's code
+    # may change what a file's result is.
+    for name, path in python_files(fixdev, codemods):
+        digest.update(name.encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 

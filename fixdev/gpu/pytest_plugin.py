@@ -30,13 +30,13 @@ def fake_gpu():
     shapes, not data. Build modules before the first call. ``grad=True``
     (on the first call) keeps autograd on; the fake device cannot run
     ``backward``."""
-    from . import fakegpu
+    from fixdev.gpu import fakegpu
 
     try:
         fakegpu.require()
     except fakegpu.FakeGpuUnavailable as exc:
         pytest.fail(f"fake_gpu: {exc}", pytrace=False)
-    from .probe import quiet_fake_tensors
+    from fixdev.gpu.probe import quiet_fake_tensors
 
     stack = contextlib.ExitStack()
     entered = False
@@ -78,7 +78,7 @@ def _end_at_user_code(excinfo) -> None:
     the fake device's machinery, not what a GPU would run."""
     from pathlib import Path
 
-    from .traceback import is_library
+    from fixdev.diagnose.log import is_library
 
     package = Path(__file__).resolve().parent
     last, node = None, excinfo.tb
@@ -100,9 +100,9 @@ def _explain(exc: BaseException, item) -> str | None:
     import os
     from pathlib import Path
 
-    from . import traceback as tracebacks
-    from .probe import as_log
-    from .runner import Overrides
+    from fixdev.diagnose import traceback as tracebacks
+    from fixdev.gpu.probe import as_log
+    from fixdev.files.runner import Overrides
 
     root = Path(str(getattr(item.config, "rootpath", None) or item.config.rootdir))
     log = as_log(exc, root)

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:  # the flow is imported only when a file must be analysed
-    from .flow import Value
+    from fixdev.analysis.flow import Value
 
 
-# Larger files are not analysed at all (fixdev.runner.MAX_CHARACTERS).
+# Larger files are not analysed at all (fixdev.files.runner.MAX_CHARACTERS).
 MAX_CHARACTERS = 2_000_000
 # Names that are never a file of the run: the analysis knows them itself.
 _KNOWN_ROOTS = frozenset({"torch", "numpy", "builtins", "torchvision", "timm", "transformers", "einops"})
@@ -161,7 +161,7 @@ class _Summary:
         except OSError:
             self.data = None
         if self.data is not None and use_cache:
-            from fixdev import cache
+            from fixdev.files import cache
 
             self.entry = cache.key(self.data, "project-summary")
             stored = cache.load(self.entry)
@@ -172,7 +172,7 @@ class _Summary:
         if name not in self.answers:
             self.answers[name] = self._compute(name, others)
             if self.entry is not None:
-                from fixdev import cache
+                from fixdev.files import cache
 
                 cache.store(self.entry, self.answers)
         return self.answers[name]
@@ -195,7 +195,7 @@ class _Summary:
             self.flow = False
             text = ""
             if self.data is not None:
-                from fixdev.source import Source, SourceError
+                from fixdev.engine.source import Source, SourceError
 
                 try:
                     text = Source.decode(self.data).text
@@ -203,7 +203,7 @@ class _Summary:
                     pass
             # without torch a file makes no tensor, module or device; it may still re-export one
             if ("torch" in text or "import" in text) and len(text) <= MAX_CHARACTERS:
-                from .flow import FileFlow
+                from fixdev.analysis.flow import FileFlow
 
                 try:
                     flow = FileFlow(text)
@@ -251,7 +251,7 @@ class FileFacts:
 
 
 def _fact_of(value: "Value", parameters: frozenset, depth: int) -> tuple | None:
-    from .flow import HOST, MOVES_INPUTS, NOTHING, PARAM_FREE, ZERO_DIM, Parts, What, _host_loader
+    from fixdev.analysis.flow import HOST, MOVES_INPUTS, NOTHING, PARAM_FREE, ZERO_DIM, Parts, What, _host_loader
 
     what = value.what
     if what is What.TENSOR:
@@ -282,7 +282,7 @@ def _fact_of(value: "Value", parameters: frozenset, depth: int) -> tuple | None:
 def _place(value: "Value", parameters: frozenset) -> str | None:
     """"host" or "device" when every placement says so, and no device is one
     a parameter names (``x.to(device)`` for a parameter ``device``)."""
-    from .flow import HOST, Device
+    from fixdev.analysis.flow import HOST, Device
 
     places = {placement for placement, _ in value.places}
     if places == {HOST}:
@@ -329,7 +329,7 @@ def _made_from_parameters(function: ast.AST, fact: tuple) -> bool:
 def _value_of(fact: tuple, node: ast.Call) -> "Value":
     """A fact as the value a call at ``node`` returns. A host tensor's origin
     is where the caller binds it (as for a loader's batch), else the call."""
-    from .flow import ARRAY_VALUE, HOST, PENDING, UNKNOWN_VALUE, ZERO_DIM, Device, Value, What, _container, _host_loader
+    from fixdev.analysis.flow import ARRAY_VALUE, HOST, PENDING, UNKNOWN_VALUE, ZERO_DIM, Device, Value, What, _container, _host_loader
 
     kind = fact[0]
     if kind == "tensor":

@@ -20,8 +20,10 @@ from typing import Iterable, Iterator
 
 import pathspec
 
-from .config import DEFAULT_EXCLUDES, DEFAULT_INCLUDE, ConfigError, nearest
-from .notebook import SUFFIX as NOTEBOOK_SUFFIX
+from fixdev.files.config import DEFAULT_EXCLUDES, DEFAULT_INCLUDE, ConfigError, nearest
+from fixdev.files.globs import relative as _relative
+from fixdev.files.globs import spec as _spec
+from fixdev.files.notebook import SUFFIX as NOTEBOOK_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -31,24 +33,6 @@ class Missing:
     path: Path
     message: str
 
-
-def _spec(patterns: Iterable[str]) -> pathspec.PathSpec:
-    return pathspec.GitIgnoreSpec.from_lines(patterns)
-
-
-def glob_matches(pattern: str, path: Path, root: Path) -> bool:
-    """Gitignore-style matching: a pattern without a slash matches any path
-    component; one with a slash is anchored at ``root``."""
-    rel = _relative(path, root)
-    spec = _spec([pattern])
-    return bool(spec.match_file(rel.as_posix())) or bool(spec.match_file(rel.as_posix() + "/"))
-
-
-def _relative(path: Path, root: Path) -> Path:
-    try:
-        return path.absolute().relative_to(root.absolute())
-    except ValueError:
-        return path
 
 
 def _configured_excludes(folder: Path) -> tuple[Path, pathspec.PathSpec] | None:

@@ -89,7 +89,7 @@ def as_log(exc: BaseException, within: Path | None = None) -> str:
     fake GPU's dispatch mode says nothing to a user); with ``within`` (a file
     or a folder), up to the innermost frame of the user's code there: what
     the fake device runs below it is not what a GPU would run."""
-    from .traceback import is_library
+    from fixdev.diagnose.log import is_library
 
     frames = traceback.extract_tb(exc.__traceback__)
     last = len(frames) - 1
@@ -183,8 +183,8 @@ def run(spec: str, inputs: Sequence[str], init: str | None, train: bool, mode: s
 
 def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, overrides, fmt: str, quiet: bool, exit_zero: bool,
            color: bool, echo: Callable[..., None]) -> int:
-    from . import fakegpu
-    from . import traceback as tracebacks
+    from fixdev.gpu import fakegpu
+    from fixdev.diagnose import traceback as tracebacks
 
     try:
         fakegpu.require()
