@@ -19,7 +19,7 @@ UNCHANGED_BY_THE_MOVE = frozenset({"load_state_dict", "requires_grad_", "zero_gr
 # Builtins that only gather parameters (``filter(lambda p: p.requires_grad, ...)``).
 GATHERING = frozenset({"filter", "list", "tuple", "iter"})
 _BUILTINS = frozenset(dir(builtins))
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -155,14 +155,14 @@ class OptimizerBeforeMove(Rule):
         if optimizer.ref != OPTIMIZER or not isinstance(optimizer.parts, frozenset):
             return
         scope = _scope_of(parents, load)
-        if not isinstance(scope, (*_FUNCTIONS, ast.Module)):
+        if not isinstance(scope, (*FUNCTION_DEFS, ast.Module)):
             return
-        makers = sorted(optimizer.parts, key=_position)
+        makers = sorted(optimizer.parts, key=position_of)
         models: set[str] = set()
         identity: frozenset = frozenset()  # the nodes that made those models, as the flow knows them
         for maker in makers:
             owners = _model_owners(parents, maker)
-            chains = {_chain(owner) for owner in owners}
+            chains = {chain_of(owner) for owner in owners}
             if _scope_of(parents, maker) is not scope:
                 # made in another method: only `self.model` names the same model here
                 chains = {chain for chain in chains if _same_self(parents, maker, scope, chain)}
@@ -171,7 +171,7 @@ class OptimizerBeforeMove(Rule):
             models |= chains
         if not models:
             return
-        moves = [move for move in _moves(flow, scope, models, identity) if _position(move) > _position(load)]
+        moves = [move for move in _moves(flow, scope, models, identity) if position_of(move) > position_of(load)]
         move = next((m for m in moves if _runs_after(parents, load, m)), None)
         if move is None:
             return
@@ -179,7 +179,7 @@ class OptimizerBeforeMove(Rule):
         before = {placement for placement, _ in flow.where(receiver)}
         if before and all(isinstance(placement, Device) for placement in before):
             return  # already on a device when the state was loaded
-        moved_chain = _chain(receiver)
+        moved_chain = chain_of(receiver)
         fix, fix_message = (), ""
         if len(makers) == 1 and all(_covers(moved_chain, chain) for chain in models):
             made = self._fix(flow, parents, makers[0], load, move, moved_chain)
@@ -216,11 +216,11 @@ class OptimizerBeforeMove(Rule):
         identity = flow.value(move.func.value).parts
         identity = identity if isinstance(identity, frozenset) else frozenset()
         reads = _reads(statement) - {root}
-        read_chains = {c for c in (_chain(n) for n in ast_walk(statement) if isinstance(n, ast.Attribute)) if c}
+        read_chains = {c for c in (chain_of(n) for n in ast_walk(statement) if isinstance(n, ast.Attribute)) if c}
         own = _own_definitions(flow)
         for node in (n for s in between for n in ast_walk(s)):
             if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                stored = _chain(node)
+                stored = chain_of(node)
                 if stored is not None and (stored.split(".")[0] in reads or stored in read_chains or _covers(stored, chain) or _covers(chain, stored)):
                     return False
             if isinstance(node, ast.Call):
@@ -230,8 +230,8 @@ class OptimizerBeforeMove(Rule):
                 callee = flow.value(func)
                 if callee.what is What.MODULE or (isinstance(func, ast.Name) and callee.ref is None and func.id not in _BUILTINS):
                     return False  # runs a module, or a callable the code does not show: the model by another name?
-                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == root and "." in chain and _chain(func) != chain:
-                    if not _covers(chain, _chain(func)):
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == root and "." in chain and chain_of(func) != chain:
+                    if not _covers(chain, chain_of(func)):
                         return False  # self.helper(): may use self.model
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if not self._use_is_unchanged(flow, parents, node, chain, identity):
@@ -247,7 +247,7 @@ class OptimizerBeforeMove(Rule):
         top = name
         while isinstance(parents.get(top), ast.Attribute) and parents[top].value is top:
             top = parents[top]
-        used = _chain(top) or name.id
+        used = chain_of(top) or name.id
         value = flow.value(name)
         alias = identity and value.what is What.MODULE and isinstance(value.parts, frozenset) and value.parts & identity
         if name.id != chain.split(".")[0] and not alias:
@@ -313,7 +313,7 @@ def _model_owners(parents: dict, maker: ast.Call) -> list[ast.expr]:
 
 def _parameter_owner(node: ast.AST) -> list[ast.expr]:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PARAMETER_CALLS:
-        if _chain(node.func.value) is not None:
+        if chain_of(node.func.value) is not None:
             return [node.func.value]
     return []
 
@@ -351,7 +351,7 @@ def _sole_binding(parents: dict, maker: ast.Call, name: str) -> ast.AST | None:
 def _same_self(parents: dict, maker: ast.Call, scope: ast.AST, chain: str) -> bool:
     """``self.model`` in two methods of one class names the same model."""
     other = _scope_of(parents, maker)
-    if not (isinstance(other, _FUNCTIONS) and isinstance(scope, _FUNCTIONS)):
+    if not (isinstance(other, FUNCTION_DEFS) and isinstance(scope, FUNCTION_DEFS)):
         return False
     if parents.get(other) is not parents.get(scope) or not isinstance(parents.get(scope), ast.ClassDef):
         return False
@@ -370,7 +370,7 @@ def _moves(flow, scope: ast.AST, models: set[str], identity: frozenset) -> list[
     for node in _own_nodes(scope):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda")):
             continue
-        chain = _chain(node.func.value)
+        chain = chain_of(node.func.value)
         receiver = flow.value(node.func.value)
         if chain is None or receiver.what is not What.MODULE:
             continue
@@ -380,7 +380,7 @@ def _moves(flow, scope: ast.AST, models: set[str], identity: frozenset) -> list[
         after = {placement for placement, _ in flow.where(node)}
         if after and all(isinstance(placement, Device) for placement in after):
             found.append(node)
-    return sorted(found, key=_position)
+    return sorted(found, key=position_of)
 
 
 def _move_statement(parents: dict, move: ast.Call, chain: str) -> ast.stmt | None:
@@ -391,7 +391,7 @@ def _move_statement(parents: dict, move: ast.Call, chain: str) -> ast.stmt | Non
         isinstance(statement, ast.Assign)
         and statement.value is move
         and len(statement.targets) == 1
-        and _chain(statement.targets[0]) == chain
+        and chain_of(statement.targets[0]) == chain
     )
     if not plain or move.func.attr not in ("to", "cuda") or any(isinstance(n, ast.Call) for a in (*move.args, *(k.value for k in move.keywords)) for n in ast_walk(a) if not _device_call(n)):
         return None
@@ -405,7 +405,7 @@ def _device_call(node: ast.AST) -> bool:
     """Calls a move may keep reading after it moves up: they have no effects."""
     if not isinstance(node, ast.Call):
         return True
-    chain = _chain(node.func) or ""
+    chain = chain_of(node.func) or ""
     return chain in ("torch.device", "torch.cuda.is_available", "torch.cuda.current_device") or chain.endswith(".is_available")
 
 
@@ -475,11 +475,11 @@ def _plain_element(comprehension: ast.AST) -> bool:
 # -- small helpers over the ast ---------------------------------------------------------
 
 
-def _chain(node: ast.AST) -> str | None:
+def chain_of(node: ast.AST) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        base = _chain(node.value)
+        base = chain_of(node.value)
         return None if base is None else f"{base}.{node.attr}"
     return None
 
@@ -489,7 +489,7 @@ def _covers(outer: str | None, inner: str | None) -> bool:
     return outer is not None and inner is not None and (inner == outer or inner.startswith(outer + "."))
 
 
-def _position(node: ast.AST) -> tuple[int, int]:
+def position_of(node: ast.AST) -> tuple[int, int]:
     return node.lineno, node.col_offset
 
 
@@ -547,7 +547,7 @@ def _runs_after(parents: dict, first: ast.AST, second: ast.AST) -> bool:
         if block is not None:
             earlier = next((s for s in block if any(s is a for a in ancestors)), None)
             if earlier is not None:
-                return earlier is not node and _position(earlier) < _position(node)
+                return earlier is not node and position_of(earlier) < position_of(node)
         node = parents.get(node)
     return False
 
@@ -558,7 +558,7 @@ def _reads(statement: ast.stmt) -> set[str]:
 
 def _own_definitions(flow) -> set[str]:
     """Names of the file's functions and classes."""
-    return {n.name for n in ast_walk(flow.tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))}
+    return {n.name for n in ast_walk(flow.tree) if isinstance(n, (*FUNCTION_DEFS, ast.ClassDef))}
 
 
 def _comments_above(text: str, start: int, floor: int, indent: str) -> int:

@@ -1224,9 +1224,9 @@ def _literals_by_tokenizer(text: str) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("text", _TRICKY_LITERALS)
 def test_strings_and_comments_are_found_as_the_tokenizer_finds_them(text: str) -> None:
-    """Names in strings and comments are not uses (``_Mentions``): the
+    """Names in strings and comments are not uses (``Mentions``): the
     pattern that finds them agrees with CPython's tokenizer (no f-strings here:
     their tokens differ between Python versions)."""
-    from fixdev.analysis.flow import _STRINGS_AND_COMMENTS
+    from fixdev.analysis.flow.mentions import STRINGS_AND_COMMENTS
 
-    assert [m.span() for m in _STRINGS_AND_COMMENTS.finditer(text)] == _literals_by_tokenizer(text)
+    assert [m.span() for m in STRINGS_AND_COMMENTS.finditer(text)] == _literals_by_tokenizer(text)

@@ -22,7 +22,12 @@ def test_wheel_installs_rules_under_fixdev_namespace(tmp_path: Path) -> None:
     top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_level == {"fixdev"}
     assert "fixdev/codemods/cuda_call.py" in names
-    assert "fixdev/codemods/analysis.py" in names
+    # Every module of every subpackage ships: a package left out of
+    # pyproject.toml's list would install a fixdev that cannot import it.
+    modules = {f"fixdev/{p.relative_to(ROOT / 'fixdev').as_posix()}" for p in (ROOT / "fixdev").rglob("*.py") if "__pycache__" not in p.parts}
+    modules |= {f"fixdev/codemods/{p.name}" for p in (ROOT / "codemods").glob("*.py")}
+    assert "fixdev/analysis/flow/facts.py" in modules
+    assert modules <= set(names), sorted(modules - set(names))
 
 
 def test_installed_layout_imports_outside_the_checkout(tmp_path: Path) -> None:

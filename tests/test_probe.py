@@ -206,8 +206,8 @@ def test_wheel_declares_the_plugin_the_extra_and_ships_the_guard(tmp_path):
     (wheel,) = tmp_path.glob("fixdev-*.whl")
     archive = zipfile.ZipFile(wheel)
     names = archive.namelist()
-    assert "fixdev/noop_cuda_guard.cpp" in names
-    assert "fixdev/pytest_plugin.py" in names and "fixdev/fakegpu.py" in names
+    assert "fixdev/gpu/noop_cuda_guard.cpp" in names
+    assert "fixdev/gpu/pytest_plugin.py" in names and "fixdev/gpu/fakegpu.py" in names
     info = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     entry_points = archive.read(info).decode()
     assert "[pytest11]\nfixdev = fixdev.gpu.pytest_plugin" in entry_points

@@ -37,7 +37,7 @@ from fixdev.analysis.flow import LIGHTNING_MODULES, ast_walk
 DEVICE_NAMES = ("device", "dev")
 NEW_DEVICE_NAMES = ("device", "torch_device", "default_device", "fixdev_device")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_FUNCTIONS = (cst.FunctionDef, cst.Lambda)
+FUNCTION_DEFS = (cst.FunctionDef, cst.Lambda)
 _BLOCK_STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 
 
@@ -88,7 +88,7 @@ def top_level_index(facts: "FileAnalysis", node: cst.CSTNode) -> int:
 
 
 def in_function(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
-    return facts.enclosing(node, _FUNCTIONS) is not None
+    return facts.enclosing(node, FUNCTION_DEFS) is not None
 
 
 # -- code that could call into this file ---------------------------------------

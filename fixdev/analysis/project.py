@@ -251,7 +251,7 @@ class FileFacts:
 
 
 def _fact_of(value: "Value", parameters: frozenset, depth: int) -> tuple | None:
-    from fixdev.analysis.flow import HOST, MOVES_INPUTS, NOTHING, PARAM_FREE, ZERO_DIM, Parts, What, _host_loader
+    from fixdev.analysis.flow import HOST, MOVES_INPUTS, NOTHING, PARAM_FREE, ZERO_DIM, Parts, What, host_loader
 
     what = value.what
     if what is What.TENSOR:
@@ -267,7 +267,7 @@ def _fact_of(value: "Value", parameters: frozenset, depth: int) -> tuple | None:
     if what is What.ARRAY and value.parts is None:
         return ("array",)
     if what is What.LOADER:
-        return ("loader",) if value == _host_loader() else None
+        return ("loader",) if value == host_loader() else None
     if what in (What.BATCH, What.UNKNOWN) and isinstance(value.parts, Parts) and depth < _MAX_DEPTH:
         # a tuple, list or dict: a batch, or `return train_loader, test_loader`
         parts = value.parts
@@ -329,7 +329,7 @@ def _made_from_parameters(function: ast.AST, fact: tuple) -> bool:
 def _value_of(fact: tuple, node: ast.Call) -> "Value":
     """A fact as the value a call at ``node`` returns. A host tensor's origin
     is where the caller binds it (as for a loader's batch), else the call."""
-    from fixdev.analysis.flow import ARRAY_VALUE, HOST, PENDING, UNKNOWN_VALUE, ZERO_DIM, Device, Value, What, _container, _host_loader
+    from fixdev.analysis.flow import ARRAY_VALUE, HOST, PENDING, UNKNOWN_VALUE, ZERO_DIM, Device, Value, What, container_value, host_loader
 
     kind = fact[0]
     if kind == "tensor":
@@ -344,11 +344,11 @@ def _value_of(fact: tuple, node: ast.Call) -> "Value":
     if kind == "array":
         return ARRAY_VALUE
     if kind == "loader":
-        return _host_loader()
+        return host_loader()
     _, items, element = fact
     item_values = tuple((key, UNKNOWN_VALUE if part is None else _value_of(part, node)) for key, part in items)
     element_value = UNKNOWN_VALUE if element is None else _value_of(element, node)
-    return _container([value for _, value in item_values] or [element_value], item_values, element_value)
+    return container_value([value for _, value in item_values] or [element_value], item_values, element_value)
 
 
 # -- module names -----------------------------------------------------------------------

@@ -100,7 +100,7 @@ class _Facts:
             where = self.flow.where(node)
         except Exception:  # the analysis is best effort here: no facts, no claims
             return host, device, unknown
-        for placement, origin in sorted(where, key=lambda item: _position(item[1])):
+        for placement, origin in sorted(where, key=lambda item: position_of(item[1])):
             if placement is self.F.HOST:
                 host.append(origin)
             elif isinstance(placement, self.F.Device):
@@ -162,7 +162,7 @@ class _Facts:
         return f"is on {device} (line {origin.lineno})"
 
 
-def _position(node) -> tuple[int, int]:
+def position_of(node) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
@@ -382,7 +382,7 @@ def _host_sentence(helper: _Facts, value: ast.expr, origins: list) -> str:
     bound to the name the line uses comes first (``noise = randn(...) *
     scale`` is about randn), another one is added."""
     flow = helper.flow
-    origins = sorted({o for o in origins if o is not None}, key=_position)
+    origins = sorted({o for o in origins if o is not None}, key=position_of)
     named = [o for o in origins if _bound_name(helper, o, value) is not None]
     origins = named + [o for o in origins if o not in named]
     if not origins:

@@ -1,0 +1,562 @@
+"""The interpreter's calls: torch functions and factories, builtins, loaders, the file's own functions and classes, modules, and methods of modules, tensors and batches."""
+
+from __future__ import annotations
+
+import ast
+from fixdev.analysis.flow.index import FUNCTION_DEFS
+from fixdev.analysis.flow.lattice import MAX_INLINE_DEPTH
+from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, FOLLOWS_MODULE, HOST, Instance, MOVES_INPUTS, NOTHING, NO_PLACES, PARAM_FREE, Parts, SCALAR_VALUE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, container_value, host_loader, join_all, kinds_of, spread_inputs, join
+from fixdev.analysis.flow.syntax import chain_of, is_constant_number, root_of
+from fixdev.analysis.flow.vocabulary import COMBINING_METHODS, DATA_LOADERS, DTYPES, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
+from fixdev.analysis.flow import expressions, sinks
+
+
+def e_call(run, node: ast.Call, state: dict) -> Value:
+    func = node.func
+    if type(func) is ast.Attribute:
+        receiver = run.ev(func.value, state)
+        if type(receiver.ref) is str:
+            name = f"{receiver.ref}.{func.attr}"
+            if run.record:
+                run.remember(func, run.flow.module_ref(name))
+            return call_named(run, name, node, state)
+        if receiver.what is What.MODULE and func.attr == "forward":
+            return call_module(run, receiver, func.value, node, state)
+        chain = chain_of(func)
+        member = state.get(chain) if chain is not None else None
+        if member is None and type(receiver.ref) is Instance:
+            member = run.flow.classes.instance_attribute(run, receiver, func.attr, chain)
+        if member is not None and (member.what is What.MODULE or isinstance(member.ref, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            if run.record:
+                run.remember(func, member)
+            if isinstance(member.ref, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return call_function(run, member.ref, node, state, receiver)
+            return call_module(run, member, func, node, state)
+        return method(run, receiver, func.attr, func.value, node, state)
+    callee = run.ev(func, state)
+    ref = callee.ref
+    if type(ref) is str:
+        return call_named(run, ref, node, state)
+    if type(ref) in FUNCTION_DEFS:
+        return call_function(run, ref, node, state, None)
+    if type(ref) is ast.ClassDef:
+        return construct(run, ref, node, state)
+    if callee.what is What.MODULE:
+        return call_module(run, callee, func, node, state)
+    positional, keywords = run.arguments(node, state)
+    forget_modules(run, positional, keywords, state)
+    return UNKNOWN_VALUE
+
+
+def call_named(run, name: str, node: ast.Call, state: dict) -> Value:
+    positional, keywords = run.arguments(node, state)
+    first = positional[0] if positional else None
+    if name.startswith("torch."):
+        return torch_call(run, name, node, positional, keywords, state)
+    if name.startswith("builtins."):
+        return builtin_call(run, name[9:], node, positional, keywords, state)
+    if name.startswith("numpy."):
+        if name in ("numpy.array", "numpy.asarray", "numpy.asanyarray", "numpy.copy") and first is not None:
+            if first.what in TENSORISH and kinds_of(first)[1]:
+                sinks.sink(run, "numpy", node, node.args[0], first, None, None, state)
+        return ARRAY_VALUE
+    if name in DATA_LOADERS:
+        return loader(run, node, positional, keywords)
+    if name in PASS_THROUGH_CALLS:
+        return first if first is not None else UNKNOWN_VALUE
+    if is_model_builder(name, node):
+        if "device_map" in keywords:
+            return Value(What.MODULE, UNKNOWN_PLACES, frozenset({node}), ("instance", name))
+        return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name))
+    if name.startswith("einops.") and positional:
+        return sinks.combine(run, node, list(zip(node.args, positional)), state)
+    forget_modules(run, positional, keywords, state)
+    project = run.flow.project
+    if project is not None and run.summaries:
+        # another file's function: what it returns whatever it is given (codemods.project)
+        returned = project.call(name, node)
+        if returned is not None:
+            return returned
+    return UNKNOWN_VALUE
+
+
+def torch_call(run, name: str, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+    first = positional[0] if positional else None
+    if name in TENSOR_FACTORIES:
+        return factory(run, name, node, first, keywords)
+    if name in LIKE_FACTORIES:
+        if "device" in keywords:
+            return run.placed(node, keywords["device"])
+        return Value(What.TENSOR, first.places if first is not None and first.what in TENSORISH else UNKNOWN_PLACES)
+    if name == "torch.device":
+        return device_constructor(run, node, positional, keywords)
+    if name == "torch.accelerator.current_accelerator":  # a device, or None on a machine without one
+        return Value(What.DEVICE, frozenset({(Device(run.flow.source_of(node), run.flow.scope_home(run.scope, root_of(run.flow.source_of(node)))), None)}))
+    if name.startswith("torch.cuda.") and name.endswith("Tensor") and name.rsplit(".", 1)[-1][:1].isupper():
+        return Value(What.TENSOR, frozenset({(Device(None), node)}))
+    if name in NN_PARAMETERS:
+        base = first if first is not None and first.what in TENSORISH else UNKNOWN_VALUE
+        return Value(What.TENSOR, base.places, flags=FOLLOWS_MODULE)
+    if name in MODULE_WRAPPERS:
+        inner = first if first is not None else UNKNOWN_VALUE
+        return Value(What.MODULE, inner.places, inner.parts if isinstance(inner.parts, frozenset) else frozenset({node}), ("instance", name), MOVES_INPUTS)
+    if name in TENSOR_DATASETS:
+        places = frozenset()
+        for value in positional:
+            places |= value.places
+        return Value(What.UNKNOWN, places, ref=("instance", name))
+    if name in DATA_LOADERS:
+        return loader(run, node, positional, keywords)
+    if name in PASS_THROUGH_CALLS or (name == "torch.compile" and first is not None and first.what is What.MODULE):
+        return first if first is not None else UNKNOWN_VALUE
+    if is_torch_module_class(name):
+        leaf = name.rsplit(".", 1)[-1]
+        free = leaf in PARAM_FREE_LAYERS and not (leaf in WEIGHTED_LOSSES and (positional or "weight" in keywords or "pos_weight" in keywords))
+        if leaf in MODULE_CONTAINERS:
+            return module_container(run, name, node, positional)
+        if "device" in keywords and not free:  # nn.Linear(4, 4, device=device)
+            places = run.target_places(keywords["device"], node)
+            return Value(What.MODULE, places if places is not None else UNKNOWN_PLACES, frozenset({node}), ("instance", name))
+        return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name), PARAM_FREE if free else 0)
+    if is_optimizer_class(name):
+        return Value(What.UNKNOWN, NO_PLACES, frozenset({node}), OPTIMIZER)
+    if name in NOT_OPERATIONS or name.startswith(NOT_OPERATION_PREFIXES) or "._" in name or name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
+        if name.startswith(("torch.is_", "torch.cuda.is_", "torch.backends.")) or name in ("torch.numel", "torch.typename"):
+            return SCALAR_VALUE
+        return UNKNOWN_VALUE
+    # an operation: its tensor arguments (and the tensors in list arguments) meet
+    operands = []
+    for arg, value in zip(node.args, positional):
+        if type(arg) in (ast.List, ast.Tuple) and isinstance(value.parts, Parts):
+            operands += [(element, element_value) for element, (_, element_value) in zip(arg.elts, value.parts.items)]
+        elif isinstance(value.parts, Parts) and value.what is not What.LOADER and type(arg) is not ast.Starred:
+            operands.append((arg, value.parts.elem if value.parts.elem is not NOTHING else value))
+        else:
+            operands.append((arg, value))
+    for keyword in node.keywords:
+        if keyword.arg not in ("dim", "out", "dtype", "keepdim") and keyword.arg is not None:
+            operands.append((keyword.value, keywords[keyword.arg]))
+    if name in FIRST_ARGUMENT_ONLY:
+        operands = operands[:1]
+    result = sinks.combine(run, node, operands, state)
+    if result.what is not What.TENSOR:  # torch's operations return tensors
+        result = Value(What.TENSOR, result.places if result.places else UNKNOWN_PLACES, flags=result.flags)
+    if name.rsplit(".", 1)[-1] in REDUCTIONS and len(node.args) == 1 and not node.keywords and result.what is What.TENSOR:
+        result = result.but(flags=result.flags | ZERO_DIM)
+    elif result.flags & ZERO_DIM:
+        result = result.but(flags=result.flags & ~ZERO_DIM)
+    return result
+
+
+def module_container(run, name: str, node: ast.Call, positional: list[Value]) -> Value:
+    """``nn.Sequential(a, b)``, ``nn.ModuleList([a, b])``: where the modules it holds are."""
+    children = []
+    for arg, value in zip(node.args, positional):
+        if type(arg) is ast.Starred or (type(arg) in (ast.List, ast.Tuple, ast.ListComp) and isinstance(value.parts, Parts)):
+            children.append(run.element(value))
+        else:
+            children.append(value)
+    flags = PARAM_FREE if children and all(c.what is What.MODULE and c.flags & PARAM_FREE for c in children) else 0
+    if not children:
+        return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name), 0)
+    if not all(c.what is What.MODULE for c in children):
+        return Value(What.MODULE, UNKNOWN_PLACES, frozenset({node}), ("instance", name), flags)
+    places = frozenset((p, o) for c in children for p, o in c.places)
+    return Value(What.MODULE, capped(places), frozenset({node}), ("instance", name), flags)
+
+
+def factory(run, name: str, node: ast.Call, first: Value | None, keywords: dict) -> Value:
+    if "device" in keywords:
+        return run.placed(node, keywords["device"], name == "torch.scalar_tensor" or (name == "torch.tensor" and node.args and is_constant_number(node.args[0])))
+    if run._default_device or run.index.default_device_set:
+        return Value(What.TENSOR, UNKNOWN_PLACES)
+    zero_dim = ZERO_DIM if name == "torch.scalar_tensor" or (name in ("torch.tensor", "torch.as_tensor") and node.args and maybe_number(node.args[0], first)) else 0
+    if name in ("torch.tensor", "torch.as_tensor", "torch.asarray") and first is not None and not zero_dim:
+        if first.what is What.TENSOR or (first.what is What.BATCH and name != "torch.tensor"):
+            return Value(What.TENSOR, first.places)
+        if first.what is What.UNKNOWN:
+            literal = type(node.args[0]) in (ast.List, ast.Tuple) and all(v.what is What.SCALAR for _, v in (first.parts.items if isinstance(first.parts, Parts) else ()))
+            if not literal:
+                return Value(What.TENSOR, UNKNOWN_PLACES)
+    return Value(What.TENSOR, frozenset({(HOST, node)}), flags=zero_dim)
+
+
+def maybe_number(arg: ast.AST, value: Value | None) -> bool:
+    """``torch.tensor(3.0)``, ``torch.tensor(step)``: data that may be a single number."""
+    if is_constant_number(arg):
+        return True
+    return value is not None and value.what is What.SCALAR and value.parts is None and type(arg) not in (ast.List, ast.Tuple, ast.ListComp, ast.Constant)
+
+
+def device_constructor(run, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
+    arg = positional[0] if positional else keywords.get("type")
+    if arg is None:
+        return Value(What.DEVICE, UNKNOWN_PLACES)
+    if arg.what is What.DEVICE:
+        if all(p is HOST for p, _ in arg.places):
+            return Value(What.DEVICE, frozenset({(HOST, None)}))
+        places = frozenset((Device(run.flow.source_of(node), run.flow.scope_home(run.scope, "torch")) if type(p) is Device and p.text and p.text.startswith('"') else p, o) for p, o in arg.places)
+        return Value(What.DEVICE, places)
+    return Value(What.DEVICE, frozenset({(Device(run.flow.source_of(node), run.flow.scope_home(run.scope, root_of(run.flow.source_of(node)))), None)}))
+
+
+def builtin_call(run, name: str, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+    first = positional[0] if positional else None
+    if name == "next" and first is not None:
+        element = run.element(first)
+        return join(element, positional[1]) if len(positional) > 1 else element
+    if name == "iter" and first is not None:
+        return first
+    if name == "enumerate" and first is not None:
+        return Value(What.UNKNOWN, NO_PLACES, Parts(container_value([SCALAR_VALUE, run.element(first)], ((0, SCALAR_VALUE), (1, run.element(first))), UNKNOWN_VALUE)))
+    if name == "zip":
+        elements = [run.element(v) for v in positional]
+        return Value(What.UNKNOWN, NO_PLACES, Parts(container_value(elements, tuple(enumerate(elements)), join_all(elements) or NOTHING)))
+    if name in ("list", "tuple", "sorted", "reversed") and first is not None:
+        element = run.element(first)
+        if element is UNKNOWN_VALUE:
+            return UNKNOWN_VALUE
+        return container_value([element], (), element) if name in ("sorted", "reversed") or first.what is not What.BATCH else first
+    if name == "range":
+        return Value(What.SCALAR, NO_PLACES, Parts(SCALAR_VALUE))
+    if name == "getattr" and len(node.args) >= 2 and type(node.args[1]) is ast.Constant and isinstance(node.args[1].value, str):
+        return expressions.attribute(run, first, node.args[1].value, node, None, state)
+    if name == "abs" and first is not None and first.what is What.TENSOR:
+        return first
+    if name in SCALAR_BUILTINS:
+        return SCALAR_VALUE
+    return UNKNOWN_VALUE
+
+
+def loader(run, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
+    """A DataLoader: its batches live on the host, unless its dataset or
+    collate_fn is seen to hold or move device tensors."""
+    dataset = positional[0] if positional else keywords.get("dataset")
+    collate = keywords.get("collate_fn") if "collate_fn" in keywords else (positional[4] if len(positional) > 4 else None)
+    on_host = True
+    if collate is not None and collate is not SCALAR_VALUE:
+        ref = collate.ref
+        on_host = type(ref) in FUNCTION_DEFS and not run.flow.mentions_device(ref)
+    if dataset is not None and on_host:
+        if type(dataset.ref) is Instance:
+            on_host = not run.flow.mentions_device(dataset.ref.cls)
+        elif type(dataset.ref) is tuple and dataset.ref[1] in TENSOR_DATASETS:
+            on_host = all(p is HOST for p, _ in dataset.places)
+    if not on_host:
+        return Value(What.LOADER, NO_PLACES, Parts(UNKNOWN_VALUE))
+    return host_loader()
+
+
+def construct(run, cls: ast.ClassDef, node: ast.Call, state: dict) -> Value:
+    positional, keywords = run.arguments(node, state)
+    info = run.index.classes.get(cls)
+    if run.record:
+        init = info.methods.get("__init__") if info is not None else None
+        run.called.add(node.func)
+        if init is not None:
+            run.note_call(node, positional, keywords, init, True)
+    if info is not None and info.is_module:
+        flags = PARAM_FREE if info.param_free else 0
+        given = any(v.what is What.MODULE for v in (*positional, *keywords.values()))
+        init = info.methods.get("__init__")
+        if not given and init is not None and info.kept_parameters:
+            bound = run.flow.bind_call(run.index.scopes[init], node, (positional, keywords), True)
+            given = any(bound.get(name, UNKNOWN_VALUE).what is What.UNKNOWN for name in info.kept_parameters)
+        if given or not (info.owns or info.param_free):
+            # it may hold modules it is given, wherever they are
+            return Value(What.MODULE, UNKNOWN_PLACES, frozenset({node}), Instance(cls), flags)
+        return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), Instance(cls), flags)
+    return Value(What.UNKNOWN, NO_PLACES, None, Instance(cls))
+
+
+def call_function(run, function: ast.AST, node: ast.Call, state: dict, receiver: Value | None) -> Value:
+    positional, keywords = run.arguments(node, state)
+    if run.record:
+        run.note_call(node, positional, keywords, function, receiver is not None)
+    if not run.summaries:
+        return UNKNOWN_VALUE
+    if run.in_init and receiver is not None and receiver.ref == Instance(run.scope.cls) and run.depth < MAX_INLINE_DEPTH:
+        inlined = run.flow.inline(run, function, node, positional, keywords, state)
+        if inlined is not None:
+            return inlined
+    return run.flow.apply_summary(run, function, node, positional, keywords, receiver, state)
+
+
+def call_module(run, module: Value, func: ast.AST, node: ast.Call, state: dict) -> Value:
+    positional, keywords = run.arguments(node, state)
+    inputs = list(zip(node.args, positional)) + [(k.value, keywords[k.arg]) for k in node.keywords]
+    if module.flags & PARAM_FREE:
+        if type(module.ref) is tuple and module.ref[1] in FIRST_ARGUMENT_ONLY:
+            inputs = inputs[:1]
+        if not inputs:
+            return UNKNOWN_VALUE
+        result = sinks.combine(run, node, inputs, state)
+        return result if result.places else UNKNOWN_VALUE
+    if run.record and not module.flags & MOVES_INPUTS:
+        required = run.flow.inputs_on_device(run, module, node, positional, keywords)
+        if required is not None:
+            # a module of this file: only the inputs its forward() uses with its own parameters
+            inputs = [(arg, value) for i, (arg, value) in enumerate(inputs) if i in required]
+        for arg, value in spread_inputs(inputs):
+            if sinks.meet(run, "module-input", node, arg, value, func, module, state):
+                continue
+            if apart(module, value):
+                sinks.sink(run, "module-on-host", node, func, module, arg, value, state)
+                break
+    if kinds_of(module) == (True, False, False) and any(kinds_of(v)[1] for _, v in inputs):
+        # a module on the host fed a device tensor fails here; what it would return is not known
+        return Value(What.TENSOR, UNKNOWN_PLACES)
+    places = frozenset((p, node if o is None else o) for p, o in module.places)
+    return Value(What.TENSOR, places or UNKNOWN_PLACES)
+
+
+def discarded_move(run, node: ast.Call, state: dict) -> None:
+    """``m.to(d)`` as a statement: a module moves in place; on a value the
+    code does not show to be a module, a discarded move says it is one only
+    where other calls show it (``m.eval()``)."""
+    receiver_node = node.func.value
+    chain = chain_of(receiver_node)
+    value = run.ev(node, state)
+    if chain is None or chain not in state and type(receiver_node) is not ast.Name:
+        return
+    receiver = run.load_target(receiver_node, state) if type(receiver_node) in (ast.Name, ast.Attribute) else UNKNOWN_VALUE
+    if receiver.what is What.UNKNOWN and receiver.ref is None:
+        if run.flow.module_evidence(run.scope, chain):
+            state[chain] = Value(What.MODULE, value.places, frozenset({node}))
+        else:
+            # moves a module in place, does nothing to a tensor: a caller passing a module sees it moved
+            run.discarded[chain] = value.places
+
+
+def method(run, receiver: Value, name: str, receiver_node: ast.AST, node: ast.Call, state: dict) -> Value:
+    positional, keywords = run.arguments(node, state)
+    what = receiver.what
+    chain = chain_of(receiver_node)
+    if what is What.UNKNOWN and chain is not None and name in MODULE_EVIDENCE and receiver.ref is None:
+        receiver = Value(What.MODULE, receiver.places if receiver.places else UNKNOWN_PLACES, frozenset({node}))
+        state[chain] = receiver
+        what = What.MODULE
+    if what is What.MODULE:
+        return module_method(run, receiver, name, receiver_node, node, positional, keywords, state)
+    if name in ("append", "extend", "insert") and chain is not None and positional and (isinstance(receiver.parts, Parts) or what is What.SCALAR):
+        # xs = []; xs.append(t): a list of what is appended
+        added = positional[-1] if name != "extend" else run.element(positional[-1])
+        parts = receiver.parts if isinstance(receiver.parts, Parts) else Parts(NOTHING)
+        elem = added if parts.elem is NOTHING else join(parts.elem, added)
+        state[chain] = container_value([elem], (), elem)
+        return SCALAR_VALUE
+    if type(receiver.ref) is Instance and not (receiver.ref.cls and what is What.MODULE):
+        function = run.flow.classes.method_of(receiver.ref.cls, name)
+        if function is not None:
+            if run.record:
+                run.note_call(node, positional, keywords, function, True)
+            if not run.summaries:
+                return UNKNOWN_VALUE
+            if run.in_init and receiver.ref == Instance(run.scope.cls) and run.depth < MAX_INLINE_DEPTH:
+                inlined = run.flow.inline(run, function, node, positional, keywords, state)
+                if inlined is not None:
+                    return inlined
+            return run.flow.apply_summary(run, function, node, positional, keywords, receiver, state)
+        return UNKNOWN_VALUE
+    if what is What.TENSOR or (what is What.UNKNOWN and receiver.places and receiver.places != UNKNOWN_PLACES and receiver.ref is None):
+        return tensor_method(run, receiver, name, receiver_node, node, positional, keywords, state)
+    if what is What.BATCH:
+        return batch_method(run, receiver, name, node, positional, keywords)
+    if what is What.ARRAY:
+        return SCALAR_VALUE if name in ("tolist", "item", "sum", "mean", "max", "min") and not node.args else receiver
+    if what is What.UNKNOWN:
+        if name in MOVES:
+            moved = move_target(run, receiver, name, node, positional, keywords)
+            return Value(What.UNKNOWN, moved) if moved is not None else UNKNOWN_VALUE
+        if name in TENSOR_METHODS and name not in MODULE_SELF_METHODS and name not in ("cpu", "type"):
+            return Value(What.TENSOR, UNKNOWN_PLACES)
+        if name in NON_TENSOR_RESULTS:
+            return SCALAR_VALUE
+        forget_modules(run, positional, keywords, state)
+        return UNKNOWN_VALUE
+    if what is What.LOADER or what is What.DEVICE:
+        return UNKNOWN_VALUE
+    if what is What.SCALAR:
+        return SCALAR_VALUE if name not in ("items", "values", "get", "pop") else UNKNOWN_VALUE
+    return UNKNOWN_VALUE
+
+
+def forget_modules(run, positional: list[Value], keywords: dict, state: dict) -> None:
+    """A module passed to a call the analysis does not follow may come back
+    moved (``accelerator.prepare(model)``, ``load_checkpoint(model, ...)``)."""
+    for value in (*positional, *keywords.values()):
+        if value.what is What.MODULE and isinstance(value.parts, frozenset) and value.places != UNKNOWN_PLACES:
+            move_in_place(run, value, value.but(places=UNKNOWN_PLACES), None, state)
+
+
+def move_target(run, receiver: Value, name: str, node: ast.Call, positional: list[Value], keywords: dict) -> frozenset | None:
+    """Where ``.to(...)`` / ``.cuda()`` / ``.cpu()`` put the receiver; None for
+    ``.to(dtype)``, which does not move it."""
+    if name == "cpu":
+        return frozenset({(HOST, node)})
+    if name == "cuda":
+        device = positional[0] if positional else keywords.get("device")
+        if device is not None and device.what is What.DEVICE:
+            return frozenset((p, node) for p, _ in device.places)
+        return frozenset({(Device(None), node)})
+    device = keywords.get("device")
+    if device is None and node.args:
+        arg = node.args[0]
+        device = positional[0]
+        if type(arg) is ast.Constant and type(arg.value) is int:
+            return frozenset({(Device(None), node)})
+        if device.what is What.UNKNOWN and (device.ref is None or type(device.ref) is str and device.ref not in DTYPES):
+            # `.to(DEVICE)` with DEVICE imported or unknown: its name says what it is
+            chain = chain_of(arg)
+            if chain is not None and DEVICE_NAME_PATTERN.fullmatch(chain.rsplit(".", 1)[-1]):
+                return frozenset({(Device(chain, run.flow.scope_home(run.scope, root_of(chain))), node)})
+            if chain is not None and "dtype" in chain.rsplit(".", 1)[-1].lower():
+                return None
+    if device is None:
+        return None  # .to(dtype=...), .to(memory_format=...)
+    return run.target_places(device, node)
+
+
+def module_method(run, module: Value, name: str, receiver_node: ast.AST, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+    if name in MOVES:
+        moved = move_target(run, module, name, node, positional, keywords)
+        if moved is None:
+            return module
+        result = module.but(places=moved)
+        move_in_place(run, module, result, receiver_node, state)
+        return result
+    if name in MODULE_SELF_METHODS:
+        return module
+    chain = chain_of(receiver_node)
+    if name in ("register_buffer", "register_parameter", "add_module") and chain is not None and node.args and type(node.args[0]) is ast.Constant and isinstance(node.args[0].value, str):
+        given = positional[1] if len(positional) > 1 else keywords.get("tensor", keywords.get("param", keywords.get("module")))
+        if given is None or given is SCALAR_VALUE:
+            value = SCALAR_VALUE  # register_buffer("x", None)
+        else:
+            value = Value(What.MODULE if name == "add_module" else What.TENSOR, module.places, flags=FOLLOWS_MODULE)
+        state[f"{chain}.{node.args[0].value}"] = value
+        run._dotted_roots.add(root_of(chain))
+        return SCALAR_VALUE
+    if name in ("parameters", "buffers"):
+        return Value(What.BATCH, module.places, Parts(Value(What.TENSOR, module.places, flags=FOLLOWS_MODULE)))
+    if name in ("named_parameters", "named_buffers", "state_dict"):
+        tensor = Value(What.TENSOR, module.places, flags=FOLLOWS_MODULE)
+        pair = container_value([SCALAR_VALUE, tensor], ((0, SCALAR_VALUE), (1, tensor)), UNKNOWN_VALUE)
+        return Value(What.BATCH if name == "state_dict" else What.UNKNOWN, module.places, Parts(tensor if name == "state_dict" else pair))
+    if name == "forward":
+        return call_module(run, module, node.func, node, state)
+    if type(module.ref) is Instance:
+        function = run.flow.classes.method_of(module.ref.cls, name)
+        if function is not None:
+            if run.record:
+                run.note_call(node, positional, keywords, function, True)
+            if not run.summaries:
+                return UNKNOWN_VALUE
+            if run.in_init and module.ref == Instance(run.scope.cls) and run.depth < MAX_INLINE_DEPTH:
+                inlined = run.flow.inline(run, function, node, positional, keywords, state)
+                if inlined is not None:
+                    return inlined
+            return run.flow.apply_summary(run, function, node, positional, keywords, module, state)
+    return UNKNOWN_VALUE
+
+
+def move_in_place(run, module: Value, moved: Value, receiver_node: ast.AST, state: dict) -> None:
+    """Modules move in place: every name holding the same object moves,
+    and so do their submodules (``model.fc``: forgotten, to be read again
+    through the moved model)."""
+    identity = module.parts if isinstance(module.parts, frozenset) else frozenset()
+    chain = chain_of(receiver_node) if receiver_node is not None else None
+    moved_keys = []
+    if chain is not None and (chain in state or type(receiver_node) is ast.Name):
+        if not (run.scope.self_name and chain == run.scope.self_name):
+            state[chain] = moved
+            moved_keys.append(chain)
+    if identity:
+        for key, value in list(state.items()):
+            if value.what is What.MODULE and isinstance(value.parts, frozenset) and value.parts & identity:
+                state[key] = value.but(places=moved.places)
+                moved_keys.append(key)
+    for key in moved_keys:
+        if root_of(key) in run._dotted_roots:
+            run.kill(key, state)
+
+
+def tensor_method(run, tensor: Value, name: str, receiver_node: ast.AST, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+    what = What.TENSOR if tensor.what is What.TENSOR else What.UNKNOWN
+    if name in MOVES:
+        moved = move_target(run, tensor, name, node, positional, keywords)
+        return Value(what, moved if moved is not None else tensor.places, flags=tensor.flags & ZERO_DIM)
+    if name == "type_as":
+        other = positional[0] if positional else None
+        if other is not None and other.what in TENSORISH and other.places:
+            return Value(what, frozenset((p, node) for p, _ in other.places), flags=tensor.flags & ZERO_DIM)
+        return Value(what, UNKNOWN_PLACES)
+    if name == "type":
+        return retyped(run, tensor, node, positional, keywords)
+    if name == "numpy":
+        if kinds_of(tensor)[1]:
+            sinks.sink(run, "numpy", node, receiver_node, tensor, None, None, state)
+        return ARRAY_VALUE
+    if name in NON_TENSOR_RESULTS:
+        return SCALAR_VALUE
+    if name.startswith("new_"):
+        if "device" in keywords:
+            return run.placed(node, keywords["device"])
+        return Value(What.TENSOR, tensor.places)
+    if name in COMBINING_METHODS:
+        operands = [(receiver_node, tensor)] + list(zip(node.args, positional))
+        operands += [(k.value, keywords[k.arg]) for k in node.keywords if k.arg not in ("dim", "out", "keepdim", "dtype", None)]
+        result = sinks.combine(run, node, operands, state)
+        return result if result.places else Value(what, tensor.places)
+    if name in REDUCTIONS and not node.args and not node.keywords:
+        return Value(what, tensor.places, flags=ZERO_DIM if what is What.TENSOR else 0)
+    if name in ("expand_as", "view_as", "reshape_as", "copy_", "resize_as_"):
+        return Value(what, tensor.places, flags=tensor.flags & ZERO_DIM if name == "copy_" else 0)
+    if name in TENSOR_METHODS or name.endswith("_"):
+        return Value(What.TENSOR, tensor.places, flags=tensor.flags & ZERO_DIM if name in ("float", "double", "half", "long", "int", "bool", "detach", "clone", "contiguous", "abs", "neg", "sqrt", "exp", "log") else 0)
+    return Value(What.UNKNOWN, tensor.places) if tensor.what is What.TENSOR else UNKNOWN_VALUE
+
+
+def retyped(run, tensor: Value, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
+    """``t.type(other.type())`` follows ``other``; ``t.type(torch.cuda.FloatTensor)`` moves."""
+    if not node.args:
+        return SCALAR_VALUE if "dtype" not in keywords else Value(What.TENSOR, tensor.places)
+    arg = node.args[0]
+    value = positional[0]
+    if type(arg) is ast.Call and type(arg.func) is ast.Attribute and arg.func.attr == "type" and not arg.args:
+        other = run.values.get(arg.func.value) if run.record else None
+        if other is not None and other.what in TENSORISH and other.places:
+            return Value(What.TENSOR, frozenset((p, node) for p, _ in other.places))
+        return Value(What.TENSOR, UNKNOWN_PLACES)
+    text = arg.value if type(arg) is ast.Constant and isinstance(arg.value, str) else value.ref if type(value.ref) is str else None
+    if text is not None:
+        if text.startswith("torch.cuda."):
+            return Value(What.TENSOR, frozenset({(Device(None), node)}))
+        if text in LEGACY_HOST_TYPES:
+            return Value(What.TENSOR, frozenset({(HOST, node)}))
+        if text in DTYPES:
+            return Value(What.TENSOR, tensor.places)
+    return Value(What.TENSOR, UNKNOWN_PLACES)
+
+
+def batch_method(run, batch: Value, name: str, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
+    parts = batch.parts if isinstance(batch.parts, Parts) else Parts(UNKNOWN_VALUE)
+    if name == "items":
+        pair = container_value([SCALAR_VALUE, parts.elem], ((0, SCALAR_VALUE), (1, parts.elem)), UNKNOWN_VALUE)
+        return Value(What.UNKNOWN, NO_PLACES, Parts(pair))
+    if name == "values":
+        return Value(What.UNKNOWN, NO_PLACES, Parts(parts.elem))
+    if name == "keys":
+        return SCALAR_VALUE
+    if name in ("get", "pop") and node.args and type(node.args[0]) is ast.Constant:
+        for key, value in parts.items:
+            if key == node.args[0].value:
+                return value
+        return parts.elem if parts.elem is not NOTHING else UNKNOWN_VALUE
+    if name in MOVES:  # a batch object with .to(): torch_geometric's Batch, a tokenizer's BatchEncoding
+        moved = move_target(run, batch, name, node, positional, keywords)
+        if moved is None:
+            return batch
+        element = Value(What.TENSOR, moved)
+        return Value(What.BATCH, moved, Parts(element, tuple((k, element) for k, _ in parts.items)))
+    return UNKNOWN_VALUE

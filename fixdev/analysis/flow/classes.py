@@ -1,0 +1,158 @@
+"""Class facts: what ``self.X`` holds after ``__init__`` (and the helpers only
+it calls), where a module's own parameters live inside its methods, the
+methods a class has through the file's base classes. ``FileFlow`` owns one
+(``flow.classes``); the interpreter asks it through the flow."""
+
+from __future__ import annotations
+
+import ast
+from fixdev.analysis.flow.lattice import Device, FOLLOWS_MODULE, Instance, NO_PLACES, PARAM_FREE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, join
+from fixdev.analysis.flow.syntax import chain_of, root_of
+
+
+
+
+class ClassFacts:
+    """The facts of one file's classes, computed when first asked, once."""
+
+    def __init__(self, flow) -> None:  # flow: the file's FileFlow (facts.py, which imports this module)
+        self.flow = flow
+
+    def ancestors(self, cls: ast.ClassDef) -> set:
+        """The classes of this file ``cls`` derives from."""
+        key = ("ancestors", cls)
+        found = self.flow.cache.get(key)
+        if found is None:
+            found = set()
+            stack = list(self.flow.index.classes[cls].local_bases) if cls in self.flow.index.classes else []
+            while stack:
+                base = stack.pop()
+                if base not in found:
+                    found.add(base)
+                    stack.extend(self.flow.index.classes[base].local_bases if base in self.flow.index.classes else ())
+            self.flow.cache[key] = found
+        return found
+
+    def self_value(self, cls: ast.ClassDef) -> Value:
+        info = self.flow.index.classes.get(cls)
+        if info is None or not info.is_module:
+            return Value(What.UNKNOWN, NO_PLACES, None, Instance(cls))
+        return Value(What.MODULE, self.self_places(cls), frozenset({cls}), Instance(cls), PARAM_FREE if info.param_free else 0)
+
+    def self_places(self, cls: ast.ClassDef) -> frozenset:
+        """Where a module's submodules, parameters and buffers live, inside its
+        methods: on the module's device, named by a parameter it owns."""
+        info = self.flow.index.classes[cls]
+        if info.param_free:
+            return UNKNOWN_PLACES
+        return frozenset({(Device(info.own_text, cls if info.own_text else None), None)})
+
+    def method_of(self, cls: ast.ClassDef, name: str, seen: set | None = None) -> ast.AST | None:
+        info = self.flow.index.classes.get(cls)
+        if info is None:
+            return None
+        method = info.methods.get(name)
+        if method is not None:
+            decorators = {chain_of(d) for d in method.decorator_list}
+            return None if decorators & {"property", "classmethod"} or name in info.stores else method
+        seen = seen or set()
+        for base in info.local_bases:
+            if base not in seen:
+                seen.add(base)
+                found = self.method_of(base, name, seen)
+                if found is not None:
+                    return found
+        return None
+
+    def attributes(self, cls: ast.ClassDef) -> dict[str, Value]:
+        """``self.X`` after ``__init__`` (and the helpers it calls), joined with
+        unknown for attributes other methods assign too."""
+
+        def make() -> dict[str, Value]:
+            info = self.flow.index.classes[cls]
+            result = dict(self.base_attributes(cls))
+            init = info.methods.get("__init__")
+            if init is not None:
+                scope = self.flow.index.scopes[init]
+                run = self.flow.symbolic(scope)
+                if run is not None and scope.self_name:
+                    prefix = scope.self_name + "."
+                    for key, value in (run.exits or {}).items():
+                        if key.startswith(prefix) and "." not in key[len(prefix) :]:
+                            result[key[len(prefix) :]] = value
+                    name_devices_by_attribute(result, init, cls, prefix)
+            # helpers only __init__ calls set attributes as __init__ does
+            mentions = self.flow.mentions()
+            only_from_init = set()
+            if mentions is not None and init is not None:
+                for name in info.methods:
+                    occurrences = [caller for _, caller, dotted in mentions.occurrences.get(name, ()) if dotted]
+                    if occurrences and all(caller is not None and caller.node is init for caller in occurrences):
+                        only_from_init.add(name)
+            for attr, methods in info.stores.items():
+                if methods - {"__init__"} - only_from_init:
+                    result[attr] = join(result.get(attr), UNKNOWN_VALUE)
+            return result
+
+        result = self.flow.compute(("attrs", cls), make)
+        return {} if result is None else result
+
+    def base_attributes(self, cls: ast.ClassDef) -> dict[str, Value]:
+        result: dict[str, Value] = {}
+        for base in self.flow.index.classes[cls].local_bases:
+            if base in self.flow.index.classes:
+                result.update(self.attributes(base))
+        return result
+
+    def instance_attribute(self, run: "Run", owner: Value, attr: str, chain: str | None) -> Value | None:
+        """``self.X`` or ``model.X`` for an instance of a class of this file."""
+        cls = owner.ref.cls
+        info = self.flow.index.classes.get(cls)
+        if info is None:
+            return None
+        is_self = run.scope.cls is cls and chain is not None and root_of(chain) == run.scope.self_name
+        if not run.summaries:
+            return None
+        attributes = self.base_attributes(cls) if (run.in_init and is_self) else self.attributes(cls)
+        value = attributes.get(attr)
+        if value is None:
+            if attr == "device" and info.device_property:
+                return Value(What.DEVICE, owner.places)
+            method = self.method_of(cls, attr)
+            return Value(What.UNKNOWN, NO_PLACES, ref=method) if method is not None else None
+        if value.flags & FOLLOWS_MODULE and not is_self:
+            return value.but(places=owner.places)
+        return self.flow.rehome(value, run.scope, chain)
+
+
+def name_devices_by_attribute(attributes: dict[str, Value], init: ast.AST, cls: ast.ClassDef, prefix: str) -> None:
+    """``self.device = device`` in ``__init__``: what ``__init__`` moved with
+    ``device`` is, in the other methods, on ``self.device``."""
+    names: dict[str, str] = {}
+    for attr, value in attributes.items():
+        if value.what is What.DEVICE:
+            for placement, _ in value.places:
+                if type(placement) is Device and placement.text is not None and placement.home is init:
+                    names.setdefault(placement.text, prefix + attr)
+    if not names:
+        return
+    for attr, value in list(attributes.items()):
+        places = frozenset(
+            (Device(names[p.text], cls), o) if type(p) is Device and p.home is init and p.text in names else (p, o)
+            for p, o in value.places
+        )
+        if places != value.places:
+            attributes[attr] = value.but(places=places)
+
+
+def naming(value: Value, chain: str | None) -> str | None:
+    """Text naming the device of ``value``, reached as ``chain``."""
+    if chain is None:
+        return None
+    if value.what is What.DEVICE:
+        return chain
+    if value.what is What.MODULE:
+        return f"next({chain}.parameters()).device"
+    if value.what in (What.TENSOR, What.UNKNOWN):
+        return f"{chain}.device"
+    return None

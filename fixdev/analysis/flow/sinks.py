@@ -1,0 +1,96 @@
+"""Where a value meets a device it does not live on: ``Sink``, and how the interpreter records one when operands combine."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from fixdev.analysis.flow.lattice import Device, PENDING, SCALAR_VALUE, SameAs, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, kinds_of, position_of, settled_origins
+
+
+# ---------------------------------------------------------------------------
+# Findings
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sink:
+    """Where a value meets a device it does not live on.
+
+    ``kind``: ``"module-input"`` (a host value passed to a module on a device),
+    ``"module-on-host"`` (a module never moved fed a device tensor),
+    ``"operand"`` (a host value combined with a device tensor by an operator,
+    comparison, ``torch.*`` function or tensor method), ``"numpy"`` (a value that
+    may live on a device reaches ``.numpy()`` / ``np.array``), ``"index"`` (a
+    host tensor read by an index tensor on a device: ``other`` is that index).
+    ``node``: the call, operation or subscript. ``value``: the expression on
+    the wrong side (on the host; for ``"numpy"``, the one that may be on a
+    device). ``origins``: where that value
+    was made or bound (a factory call, a loader loop's target, a ``from_numpy``
+    call, a parameter, the model's constructor call): where a fix goes.
+    ``other``: the module, operand or input on the device. ``device``: source
+    text naming the device to move ``value`` to, valid at ``node``; None when
+    nothing in reach names it (and for ``"numpy"``).
+    """
+
+    kind: str
+    node: ast.AST
+    value: ast.expr
+    origins: tuple
+    other: ast.expr | None
+    device: str | None
+
+
+
+
+def combine(run, node: ast.AST, operands: list[tuple[ast.AST, Value]], state: dict) -> Value:
+    """An operation on tensors: a finding where they live apart; the result
+    lives on the device side (where it would live once the code runs)."""
+    tensors = [(n, v) for n, v in operands if v.what in TENSORISH and v.places and type(v.ref) is not str]
+    if not tensors or all(v is UNKNOWN_VALUE for _, v in tensors):
+        if any(v.what is What.ARRAY for _, v in operands):
+            return next(v for _, v in operands if v.what is What.ARRAY)
+        if all(v.what is What.SCALAR for _, v in operands):
+            return SCALAR_VALUE
+        return UNKNOWN_VALUE
+    if run.record and len(tensors) > 1:
+        for host_node, host in tensors:
+            for device_node, device in tensors:
+                if device_node is not host_node and meet(run, "operand", node, host_node, host, device_node, device, state):
+                    break
+    significant = [v for _, v in tensors if not (v.flags & ZERO_DIM and kinds_of(v) == (True, False, False))] or [v for _, v in tensors]
+    on_device = [v for v in significant if kinds_of(v) == (False, True, False)]
+    places = frozenset()
+    for value in on_device or significant:
+        places |= value.places
+    what = What.TENSOR if any(v.what is What.TENSOR for _, v in tensors) else What.UNKNOWN
+    zero_dim = ZERO_DIM if all(v.flags & ZERO_DIM for _, v in tensors) and all(v.what in (What.TENSOR, What.SCALAR) for _, v in operands) else 0
+    return Value(what, capped(places), flags=zero_dim)
+
+
+def meet(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_node: ast.AST, device: Value, state: dict) -> bool:
+    """Whether ``host`` meeting ``device`` here is a finding (then it is
+    kept). Where ``host`` is one of this function's parameters as callers
+    pass it (``SameAs(x)``) and ``device`` is on a device, the meeting is
+    kept in the function's summary instead: a call passing a host value
+    for that parameter makes it a finding."""
+    if apart(host, device):
+        sink(run, kind, node, host_node, host, device_node, device, state)
+        return True
+    if host.places and kinds_of(device) == (False, True, False):
+        function = run.scope.node
+        params = {p.text for p, _ in host.places if type(p) is SameAs and p.home is function}
+        if len(params) == 1 and all(type(p) is SameAs for p, _ in host.places):
+            run.meetings.append((params.pop(), kind, node, host_node, device_node, device))
+    return False
+
+
+def sink(run, kind: str, node: ast.AST, value_node: ast.AST, value: Value, other_node: ast.AST | None, other: Value | None, state: dict) -> None:
+    if kind == "numpy":
+        origins = tuple(sorted({o for p, o in value.places if type(p) is Device and o is not None and o is not PENDING}, key=position_of))
+        device = None
+    else:
+        origins = settled_origins(value.places, value_node)
+        device = run.flow.device_text(run.scope, other, other_node)
+    key = (node, value_node)
+    if key not in run.sinks:
+        run.sinks[key] = Sink(kind, node, value_node, origins, other_node, device)
