@@ -106,7 +106,8 @@ def test_a_syntax_error_is_served_from_the_cache_without_libcst(tmp_path: Path) 
 
 _COUNT_TRIGGER_TRIES = """
 import collections, sys
-from fixdev import cli, registry, rule
+from fixdev.engine import registry, rule
+from fixdev.interfaces import cli
 tries = collections.Counter()
 def counting(original):
     def might_match(self_or_cls, text):

@@ -417,3 +417,5 @@ def path_parts(path: str) -> list[str]:
     return [part for part in posix(path).split("/") if part not in ("", ".", "~")]
 
 
+def short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -185,6 +185,7 @@ def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, 
            color: bool, echo: Callable[..., None]) -> int:
     from fixdev.gpu import fakegpu
     from fixdev.diagnose import traceback as tracebacks
+    from fixdev.diagnose.log import parse_log
 
     try:
         fakegpu.require()
@@ -199,7 +200,7 @@ def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, 
     def device_error(exc: BaseException, stage: str) -> int | None:
         """Report ``exc`` if it is a device error (exit code), else None."""
         log = as_log(exc, path)
-        if not tracebacks.parse_log(log):
+        if not parse_log(log):
             return None
         to_err = mode != "check" or fmt == "json"
         frame = _user_frame(exc, path)
@@ -249,7 +250,7 @@ def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, 
                         loss.backward()
                         note = "; backward ran"
                     except Exception as exc:  # the fake device's limits, unless it is a device error
-                        if tracebacks.parse_log(as_log(exc, path)):
+                        if parse_log(as_log(exc, path)):
                             raise
                         note = f"; backward not checked: the fake GPU cannot run it ({type(exc).__name__})"
     except Exception as exc:

@@ -101,12 +101,13 @@ def _explain(exc: BaseException, item) -> str | None:
     from pathlib import Path
 
     from fixdev.diagnose import traceback as tracebacks
+    from fixdev.diagnose.log import parse_log
     from fixdev.gpu.probe import as_log
     from fixdev.files.runner import Overrides
 
     root = Path(str(getattr(item.config, "rootpath", None) or item.config.rootdir))
     log = as_log(exc, root)
-    if not tracebacks.parse_log(log):
+    if not parse_log(log):
         return None
     out = io.StringIO()
 
