@@ -470,3 +470,91 @@ def test_progress_bars_colours_and_timestamps_are_read_as_a_terminal_shows_them(
     assert clean("  3%|▎ | 1/30\r 7%|▋ | 2/30\rTraceback (most recent call last):") == ["Traceback (most recent call last):"]
     assert clean("\x1b[0;31mRuntimeError\x1b[0m: boom") == ["RuntimeError: boom"]
     assert clean("2024-05-01T10:00:05.4406127Z E   TypeError: x") == ["E   TypeError: x"]
+
+
+# -- recurrent layers and the other wordings torch uses -------------------------------
+
+
+RNN_MOVED_INPUT = """\
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+rnn = nn.GRU(8, 16, batch_first=True).to(device)
+h0 = torch.zeros(1, 2, 16, device=device)
+x = torch.randn(2, 5, 8)
+y, _ = rnn(x, h0)
+"""
+
+RNN_UNMOVED = """\
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+rnn = nn.LSTM(8, 16, batch_first=True)
+x = torch.randn(2, 5, 8).to(device)
+y, _ = rnn(x)
+"""
+
+
+def _one_frame_log(path: str, line: int, source: str, message: str) -> str:
+    return f'Traceback (most recent call last):\n  File "{path}", line {line}, in <module>\n    {source}\nRuntimeError: {message}\n'
+
+
+def test_rnn_errors_either_way_round(tmp_path):
+    """The rnn cases have the GPU on the input's side (hidden state) and on the
+    weights' side (parameters); the other order of each: the input on the CPU
+    with its hidden state on the GPU is the input's factory to fix; the input
+    on the GPU with the weights on the CPU is a layer never moved, which no
+    rule moves: said as a change."""
+    (tmp_path / "hidden.py").write_text(RNN_MOVED_INPUT)
+    (tmp_path / "hidden.log").write_text(_one_frame_log(
+        "/srv/job/hidden.py", 8, "y, _ = rnn(x, h0)",
+        "Input and hidden tensors are not at the same device, found input tensor at cpu and hidden tensor at cuda:0"))
+    hidden = fixdev_in(tmp_path, "--no-cache", "--traceback", "hidden.log", "--diff", "hidden.py")
+    err = hidden.stderr.decode()
+    assert hidden.returncode == 1, err
+    assert "error: a recurrent layer's input is on the CPU while the hidden state passed to it is on the GPU (cuda:0)" in err
+    assert "fix: FDV102 [factory-device] [*] Add `device=device` (line 7)" in err
+    assert diff_lines(hidden.stdout.decode()) == {7}
+
+    (tmp_path / "unmoved.py").write_text(RNN_UNMOVED)
+    (tmp_path / "unmoved.log").write_text(_one_frame_log(
+        "/srv/job/unmoved.py", 7, "y, _ = rnn(x)",
+        "Input and parameter tensors are not at the same device, found input tensor at cuda:0 and parameter tensor at cpu"))
+    unmoved = fixdev_in(tmp_path, "--no-cache", "--traceback", "unmoved.log", "--diff", "unmoved.py")
+    err = unmoved.stderr.decode()
+    assert unmoved.returncode == 1 and unmoved.stdout == b"", err
+    assert "error: a recurrent layer's input is on the GPU (cuda:0) while its weights are on the CPU" in err
+    assert "`rnn` is built by `nn.LSTM(8, 16, batch_first=True)` on line 5 and never moved to the GPU" in err
+    assert "change: move `rnn` to the GPU where it is built (line 5)" in err
+
+
+# Device-mismatch wordings from torch's own checks (C++ kernels and the
+# Python meta functions that mirror them), each with the two devices it names,
+# GPU side first.
+OTHER_WORDINGS = [
+    ("Tensor for argument #2 'mat1' is on CPU, but expected it to be on GPU (while checking arguments for addmm)", "cpu-argument", ["cuda", "cpu"]),
+    ("Tensor for 'out' is on CPU, Tensor for argument #1 'self' is on CPU, but expected them to be on GPU (while checking arguments for addmm)", "cpu-argument", ["cuda", "cpu"]),
+    ("Tensor for argument #2 'weight' is on CPU, but expected it to be on GPU (while checking arguments for cudnn_batch_norm)", "cpu-argument", ["cuda", "cpu"]),
+    ("expected self and mask to be on the same device, but got mask on cpu and self on cuda:0", "operand-device", ["cuda:0", "cpu"]),
+    ("stft input and window must be on the same device but got self on cuda:0 and window on cpu", "operand-device", ["cuda:0", "cpu"]),
+    ("Expected query, key, and value to have the same device type, but got query.device: cuda:0 key.device: cpu and value.device: cuda:0 instead.", "operand-device", ["cuda:0", "cpu"]),
+    ("grid_sampler(): expected input and grid to be on same device, but input is on cuda:0 and grid is on cpu", "operand-device", ["cuda:0", "cpu"]),
+    ("Expected b and A to be on the same device, but found b on cpu and A on cuda:0 instead.", "operand-device", ["cuda:0", "cpu"]),
+    ("Expected all tensors to be on the same device. addmm: expected 'mat1' to be a CPU tensor, but got tensor on cuda:0", "operand-device", ["cuda:0", "cpu"]),
+    ("Input and hidden tensors are not at the same device, found input tensor at cpu and hidden tensor at cuda:0", "rnn", ["cuda:0", "cpu"]),
+    ("Input and parameter tensors are not at the same device, found input tensor at cuda:0 and parameter tensor at cpu", "rnn", ["cuda:0", "cpu"]),
+]
+
+
+@pytest.mark.parametrize("message, family, devices", OTHER_WORDINGS, ids=[w[0][:40] for w in OTHER_WORDINGS])
+def test_other_device_wordings_are_known(tmp_path, message, family, devices):
+    """Each is a device error to --traceback (not exit 2, "no device error
+    recognised"), with its family and devices in the JSON."""
+    (tmp_path / "error.log").write_text(_one_frame_log("/elsewhere/run.py", 3, "out = f(x)", message))
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--output-format", "json")
+    assert result.returncode == 1, result.stderr.decode()
+    (item,) = json.loads(result.stdout)
+    assert (item["family"], item["devices"]) == (family, devices)
+    assert item["error"] == f"RuntimeError: {message}"
