@@ -558,3 +558,77 @@ def test_other_device_wordings_are_known(tmp_path, message, family, devices):
     (item,) = json.loads(result.stdout)
     assert (item["family"], item["devices"]) == (family, devices)
     assert item["error"] == f"RuntimeError: {message}"
+
+
+# -- after the fix: the lines that would fail next ------------------------------------
+
+
+NEXT_LINES = """\
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def main():
+    net = nn.Linear(4, 2)
+    net.cuda()
+    x = torch.randn(3, 4)
+    out = net(x)
+    print(out.sum())
+
+
+def evaluate():
+    model = nn.Linear(4, 2).to(device)
+    batch = torch.randn(3, 4)
+    return model(batch)
+
+
+main()
+"""
+
+
+def _cuda_log(name: str, line: int, source: str) -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        f'  File "/home/ana/job/{name}", line 21, in <module>\n    main()\n'
+        f'  File "/home/ana/job/{name}", line {line}, in main\n    {source}\n'
+        '  File "/usr/lib/python3/dist-packages/torch/cuda/__init__.py", line 310, in _lazy_init\n'
+        '    raise AssertionError("Torch not compiled with CUDA enabled")\n'
+        "AssertionError: Torch not compiled with CUDA enabled\n"
+    )
+
+
+def test_apply_fixes_what_fails_next_in_the_same_function(tmp_path):
+    """`net.cuda()` fails on a CPU-only laptop; fixed alone, `net(x)` two lines
+    later fails on the GPU with `x` on the CPU. Both are fixed, and nothing
+    outside `main` (evaluate's own finding is another flow)."""
+    (tmp_path / "job.py").write_text(NEXT_LINES)
+    (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "job.py")
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "next: FDV102 [factory-device] [*]" in err and "(line 10)" in err
+    assert "`main` has 1 more value on the wrong device" in err
+    fixed = (tmp_path / "job.py").read_text()
+    assert "    net.to(device)\n    x = torch.randn(3, 4, device=" in fixed
+    assert "    batch = torch.randn(3, 4)\n" in fixed, "evaluate is not the failing flow"
+    left = fixdev_in(tmp_path, "--no-cache", "--check", "--output-format", "concise", "job.py")
+    assert [line.split(": ")[0].rsplit(":", 1)[0] for line in left.stdout.decode().splitlines()] == ["job.py:17"], left.stdout.decode()
+
+
+def test_apply_says_what_remains_in_the_same_function_and_exits_1(tmp_path):
+    """A finding in the failing function that no rule can fix (no device in
+    reach for `device=`): the error is fixed, the summary says one remains,
+    and --apply exits 1 as it does for findings without a fix."""
+    code = NEXT_LINES.replace("    out = net(x)\n", "    out = net(x) + torch.zeros(3, 2)\n")
+    code = code.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "\n")  # no device in reach
+    (tmp_path / "job.py").write_text(code)
+    plain = fixdev_in(tmp_path, "--no-cache", "--check", "--output-format", "concise", "job.py").stdout.decode()
+    assert "job.py:11:20: FDV102 Tensor made on the CPU" in plain and "[*]" not in plain.split("job.py:11:20")[1].splitlines()[0]
+    (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "job.py")
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert "1 fixed in 1 file" in err and "1 finding of a value on the wrong device remains in the failing lines' functions after the fix" in err
+    assert "x = torch.randn(3, 4, device=" in (tmp_path / "job.py").read_text()

@@ -62,6 +62,7 @@ class Explained:
     findings: list[Finding] = field(default_factory=list)  # kept, positions in the original text
     problem: str | None = None
     told: list = field(default_factory=list)  # the evidence the findings were found with (Told.items)
+    also: list[Finding] = field(default_factory=list)  # what fails next in the failing line's function (traceback.same_flow)
 
 
 class _Facts:

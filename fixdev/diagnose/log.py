@@ -22,6 +22,10 @@ from typing import Sequence
 # listed too: the registry decides which exist.
 _MISMATCH = ("FDV107", "FDV101", "FDV102", "FDV103", "FDV106", "FDV111", "FDV112")
 _CUDA_ONLY = ("FDV104", "FDV109", "FDV110")
+# A value on the wrong side of a meeting: what the code fails at next on the
+# GPU once the failing line is fixed (``--traceback`` fixes those of the
+# failing line's function too).
+MISMATCH_CODES = _MISMATCH
 
 
 @dataclass(frozen=True)
