@@ -632,3 +632,21 @@ def test_apply_says_what_remains_in_the_same_function_and_exits_1(tmp_path):
     assert result.returncode == 1, err
     assert "1 fixed in 1 file" in err and "1 finding of a value on the wrong device remains in the failing lines' functions after the fix" in err
     assert "x = torch.randn(3, 4, device=" in (tmp_path / "job.py").read_text()
+
+
+def test_quiet_apply_prints_only_what_is_left(tmp_path):
+    """-q with --apply, as for files: an error fixed prints nothing (no
+    report, no diff, no summary); one that leaves a finding prints that
+    finding's line, in the file as written."""
+    case = copy_case(CASES_DIR / "library_frames", tmp_path)
+    quiet = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "-q")
+    assert quiet.returncode == 0 and quiet.stdout == b"" and quiet.stderr == b"", quiet.stderr.decode()
+    assert "images, labels = images.to(device), labels.to(device)" in (case / "train.py").read_text()
+
+    code = NEXT_LINES.replace("    out = net(x)\n", "    out = net(x) + torch.zeros(3, 2)\n")
+    (tmp_path / "job.py").write_text(code.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "\n"))
+    (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
+    left = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "-q", "job.py")
+    lines = left.stderr.decode().splitlines()
+    assert left.returncode == 1 and left.stdout == b""
+    assert len(lines) == 1 and re.match(r"^job\.py:12:\d+: FDV102 ", lines[0]), lines

@@ -410,16 +410,28 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
     else:
         job.fix(explained, write=False)
     to_err = mode != "check"
+    remaining = [f for entry in job.files.values() if entry.fixed is not None and not entry.error for f in entry.remaining]
+    # -q with --apply, as for files: what was fixed is not shown (no report, no
+    # diff), only what is left: the errors not fixed and the findings that remain
+    terse = quiet and mode == "apply"
     if fmt == "json":
         echo(json.dumps(as_json(explained, job), indent=2))
     else:
         for item in explained:
-            echo(render_full(item, job) if fmt == "full" else render_concise(item, job), nl=False, err=to_err)
-        if fmt == "full":
+            if not (terse and item.status == "fixed"):
+                echo(render_full(item, job) if fmt == "full" else render_concise(item, job), nl=False, err=to_err)
+        if fmt == "full" and not terse:
             for path, entry in job.files.items():
                 if entry.fixed is not None:
                     echo(code_diff(path, entry.facts.text, entry.fixed, color), nl=False, color=color)
-    remaining = [f for entry in job.files.values() if entry.fixed is not None and not entry.error for f in entry.remaining]
+        if terse:
+            from fixdev.interfaces.output import finding_line, index_for
+
+            for path, entry in job.files.items():
+                if entry.fixed is not None and not entry.error and entry.remaining:
+                    index = index_for(path, entry.fixed)  # positions in the file as written
+                    for finding in entry.remaining:
+                        echo(finding_line(path, index, finding, concise=True), err=True)
     if not quiet and fmt != "json":
         echo(_summary(explained, job, mode, source, remaining), err=True)
     if job.missing or any(item.status in ("stale", "error", "ambiguous") for item in explained):
