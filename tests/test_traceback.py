@@ -650,3 +650,19 @@ def test_quiet_apply_prints_only_what_is_left(tmp_path):
     lines = left.stderr.decode().splitlines()
     assert left.returncode == 1 and left.stdout == b""
     assert len(lines) == 1 and re.match(r"^job\.py:12:\d+: FDV102 ", lines[0]), lines
+
+
+def test_a_comment_added_to_the_failing_line_is_not_a_change(tmp_path):
+    """The line the log prints is compared as code (its tokens), so a
+    trailing comment or other spacing since the error still maps and fixes;
+    a changed token is still a changed line (the stale case)."""
+    case = copy_case(CASES_DIR / "library_frames", tmp_path)
+    train = case / "train.py"
+    train.write_text(train.read_text().replace("        output = model(images)\n", "        output = model( images )  # why on the GPU?\n"))
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    err = result.stderr.decode()
+    assert result.returncode == 1 and "changed since the error" not in err, err
+    assert "fix: FDV107 [unmoved-input]" in err and diff_lines(result.stdout.decode()) == {28}
+    train.write_text(train.read_text().replace("model( images )", "model(images[0])"))
+    stale = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    assert stale.returncode == 2 and "is not the line the log shows" in stale.stderr.decode()

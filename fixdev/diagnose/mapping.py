@@ -5,6 +5,8 @@ the log prints must be the file's line (compared as code, not bytes)."""
 from __future__ import annotations
 
 import difflib
+import io
+import tokenize
 from dataclasses import dataclass
 import re
 from pathlib import Path
@@ -165,7 +167,28 @@ class FileIndex:
 
 
 def same_code(a: str, b: str) -> bool:
-    return " ".join(a.split()) == " ".join(b.split())
+    """The same code on a line: the same tokens, comments and layout aside
+    (a comment added to the failing line since the error is not a change)."""
+    return _tokens(a) == _tokens(b)
+
+
+_LAYOUT = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER})
+
+
+def _tokens(line: str) -> tuple:
+    """The line's tokens without comments and layout. One line of a longer
+    statement (``model(x,``) tokenizes up to where it stops; a line that does
+    not tokenize (inside a triple-quoted string) is its words."""
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
+            if token.type not in _LAYOUT:
+                found.append((token.type, token.string))
+    except tokenize.TokenError:  # the statement goes on past this line: what came before counts
+        pass
+    except (SyntaxError, ValueError):
+        return ("words", " ".join(line.split()))
+    return tuple(found)
 
 
 def changed_lines(old: str, new: str) -> set[int]:
