@@ -666,3 +666,37 @@ def test_a_comment_added_to_the_failing_line_is_not_a_change(tmp_path):
     train.write_text(train.read_text().replace("model( images )", "model(images[0])"))
     stale = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
     assert stale.returncode == 2 and "is not the line the log shows" in stale.stderr.decode()
+
+
+def _cleared(notebook: Path) -> str:
+    """The notebook as saved after "Clear All Outputs": no execution counts."""
+    data = json.loads(notebook.read_text())
+    for cell in data["cells"]:
+        if cell["cell_type"] == "code":
+            cell["execution_count"], cell["outputs"] = None, []
+    return json.dumps(data, indent=1)
+
+
+def test_a_notebook_saved_with_cleared_outputs_maps_by_the_line(tmp_path):
+    """No code cell has the count `Cell In[6]` names: the line the log prints,
+    in exactly one cell without a count and at the frame's line of it, is the
+    one. Twice in such cells: ambiguous, nothing fixed."""
+    case = copy_case(CASES_DIR / "notebook_cell", tmp_path)
+    notebook = case / "explore.ipynb"
+    cleared = _cleared(notebook)
+    notebook.write_text(cleared)
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert "explore.ipynb:cell 4:2: RuntimeError" in err and "fix: FDV102 [factory-device]" in err
+    assert result.stdout.decode().startswith("--- a/explore.ipynb:cell 4\n")
+    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "explore.ipynb")
+    assert applied.returncode == 0, applied.stderr.decode()
+    assert "".join(json.loads(notebook.read_text())["cells"][3]["source"]).startswith("x = torch.randn(4, 10, device=device)\n")
+
+    twice = json.loads(cleared)
+    twice["cells"][4]["source"] = ["x = torch.randn(2, 10)\n", "scores = model(x)\n"]
+    notebook.write_text(json.dumps(twice, indent=1))
+    both = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    assert both.returncode == 2 and both.stdout == b"", both.stderr.decode()
+    assert "the line the log shows is in several cells without an execution count: explore.ipynb (cell 4, line 2), explore.ipynb (cell 5, line 2)" in both.stderr.decode()

@@ -850,7 +850,8 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
                     f"the failing line is in a notebook cell ({cells[-1].path}, line {cells[-1].line}"
                     + (f": `{short(cells[-1].source)}`" if cells[-1].source else "")
                     + "); no notebook under PATH has a code cell run as "
-                    + f"In[{cells[-1].execution_count if cells[-1].execution_count is not None else ' '}] (pass the notebook as PATH)"
+                    + f"In[{cells[-1].execution_count if cells[-1].execution_count is not None else ' '}], and no code cell without an execution count "
+                    + "(a notebook saved with its outputs cleared) holds that line as its line there (pass the notebook as PATH)"
                 )
             else:
                 result.problem = f"no frame of the traceback is in a file under PATH (innermost: {frames[-1].path}, line {frames[-1].line})"
