@@ -113,6 +113,27 @@ def test_probe_errors_are_one_line(tmp_path, toolchain):
         assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
 
 
+TAGGER = ROOT / "fixtures" / "traceback" / "rnn_hidden" / "tagger.py"
+
+
+@pytest.mark.fakecuda
+def test_probe_knows_an_rnn_hidden_state_on_the_cpu(tmp_path, toolchain):
+    """An LSTM whose h0/c0 are made without device=: the fake GPU raises
+    torch's RNN wording, which is a device error to the probe (not "the fake
+    GPU could not run forward ... not a device error"), fixed by factory-device."""
+    shutil.copyfile(TAGGER, tmp_path / "tagger.py")
+    args = ["--no-cache", "--probe", "tagger.py:Tagger", "--input", "2,5,8", "--init", '{"features": 8, "hidden": 16, "tags": 3}']
+    found = run_fixdev(*args, cwd=tmp_path)
+    out = found.stdout.decode()
+    assert found.returncode == 1, found.stderr.decode()
+    assert "RuntimeError: Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at cpu" in out
+    assert "tagger.py:17: RuntimeError" in out and "fix: FDV102 [factory-device]" in out
+    assert run_fixdev(*args, "--apply", cwd=tmp_path).returncode == 0
+    assert "h0 = torch.zeros(1, x.size(0), self.hidden, device=x.device)" in (tmp_path / "tagger.py").read_text()
+    clean = run_fixdev(*args, cwd=tmp_path)
+    assert clean.returncode == 0, clean.stdout.decode() + clean.stderr.decode()
+
+
 # -- the pytest fixture ------------------------------------------------------------
 
 
@@ -167,6 +188,31 @@ def test_fixture_fails_where_a_gpu_would_and_passes_after_the_fix(tmp_path, tool
     assert run_fixdev("--no-cache", "--apply", "robust_trainer.py", cwd=tmp_path).returncode == 0
     after = _pytest(tmp_path)
     assert after.returncode == 0 and "2 passed" in after.stdout, after.stdout
+
+
+RNN_TEST = """\
+import torch
+
+from tagger import Tagger
+
+
+def test_tagger_on_gpu(fake_gpu):
+    model, x = fake_gpu(Tagger(8, 16, 3), torch.randn(2, 5, 8))
+    with torch.no_grad():
+        assert model(x).shape == (2, 5, 3)
+"""
+
+
+@pytest.mark.fakecuda
+def test_fixture_report_explains_an_rnn_error(tmp_path, toolchain):
+    shutil.copyfile(TAGGER, tmp_path / "tagger.py")
+    (tmp_path / "test_tagger.py").write_text(RNN_TEST)
+    result = _pytest(tmp_path)
+    out = result.stdout
+    assert result.returncode == 1 and "1 failed" in out, out
+    section = out[out.index("- fixdev -") :]
+    assert "tagger.py:17: RuntimeError: Input and hidden tensors are not at the same device" in section
+    assert "fix: FDV102 [factory-device]" in section and "--- a/tagger.py" in section
 
 
 def test_plugin_loads_without_torch_and_says_what_to_install(tmp_path):

@@ -470,3 +470,233 @@ def test_progress_bars_colours_and_timestamps_are_read_as_a_terminal_shows_them(
     assert clean("  3%|▎ | 1/30\r 7%|▋ | 2/30\rTraceback (most recent call last):") == ["Traceback (most recent call last):"]
     assert clean("\x1b[0;31mRuntimeError\x1b[0m: boom") == ["RuntimeError: boom"]
     assert clean("2024-05-01T10:00:05.4406127Z E   TypeError: x") == ["E   TypeError: x"]
+
+
+# -- recurrent layers and the other wordings torch uses -------------------------------
+
+
+RNN_MOVED_INPUT = """\
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+rnn = nn.GRU(8, 16, batch_first=True).to(device)
+h0 = torch.zeros(1, 2, 16, device=device)
+x = torch.randn(2, 5, 8)
+y, _ = rnn(x, h0)
+"""
+
+RNN_UNMOVED = """\
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+rnn = nn.LSTM(8, 16, batch_first=True)
+x = torch.randn(2, 5, 8).to(device)
+y, _ = rnn(x)
+"""
+
+
+def _one_frame_log(path: str, line: int, source: str, message: str) -> str:
+    return f'Traceback (most recent call last):\n  File "{path}", line {line}, in <module>\n    {source}\nRuntimeError: {message}\n'
+
+
+def test_rnn_errors_either_way_round(tmp_path):
+    """The rnn cases have the GPU on the input's side (hidden state) and on the
+    weights' side (parameters); the other order of each: the input on the CPU
+    with its hidden state on the GPU is the input's factory to fix; the input
+    on the GPU with the weights on the CPU is a layer never moved, which no
+    rule moves: said as a change."""
+    (tmp_path / "hidden.py").write_text(RNN_MOVED_INPUT)
+    (tmp_path / "hidden.log").write_text(_one_frame_log(
+        "/srv/job/hidden.py", 8, "y, _ = rnn(x, h0)",
+        "Input and hidden tensors are not at the same device, found input tensor at cpu and hidden tensor at cuda:0"))
+    hidden = fixdev_in(tmp_path, "--no-cache", "--traceback", "hidden.log", "--diff", "hidden.py")
+    err = hidden.stderr.decode()
+    assert hidden.returncode == 1, err
+    assert "error: a recurrent layer's input is on the CPU while the hidden state passed to it is on the GPU (cuda:0)" in err
+    assert "fix: FDV102 [factory-device] [*] Add `device=device` (line 7)" in err
+    assert diff_lines(hidden.stdout.decode()) == {7}
+
+    (tmp_path / "unmoved.py").write_text(RNN_UNMOVED)
+    (tmp_path / "unmoved.log").write_text(_one_frame_log(
+        "/srv/job/unmoved.py", 7, "y, _ = rnn(x)",
+        "Input and parameter tensors are not at the same device, found input tensor at cuda:0 and parameter tensor at cpu"))
+    unmoved = fixdev_in(tmp_path, "--no-cache", "--traceback", "unmoved.log", "--diff", "unmoved.py")
+    err = unmoved.stderr.decode()
+    assert unmoved.returncode == 1 and unmoved.stdout == b"", err
+    assert "error: a recurrent layer's input is on the GPU (cuda:0) while its weights are on the CPU" in err
+    assert "`rnn` is built by `nn.LSTM(8, 16, batch_first=True)` on line 5 and never moved to the GPU" in err
+    assert "change: move `rnn` to the GPU where it is built (line 5)" in err
+
+
+# Device-mismatch wordings from torch's own checks (C++ kernels and the
+# Python meta functions that mirror them), each with the two devices it names,
+# GPU side first.
+OTHER_WORDINGS = [
+    ("Tensor for argument #2 'mat1' is on CPU, but expected it to be on GPU (while checking arguments for addmm)", "cpu-argument", ["cuda", "cpu"]),
+    ("Tensor for 'out' is on CPU, Tensor for argument #1 'self' is on CPU, but expected them to be on GPU (while checking arguments for addmm)", "cpu-argument", ["cuda", "cpu"]),
+    ("Tensor for argument #2 'weight' is on CPU, but expected it to be on GPU (while checking arguments for cudnn_batch_norm)", "cpu-argument", ["cuda", "cpu"]),
+    ("expected self and mask to be on the same device, but got mask on cpu and self on cuda:0", "operand-device", ["cuda:0", "cpu"]),
+    ("stft input and window must be on the same device but got self on cuda:0 and window on cpu", "operand-device", ["cuda:0", "cpu"]),
+    ("Expected query, key, and value to have the same device type, but got query.device: cuda:0 key.device: cpu and value.device: cuda:0 instead.", "operand-device", ["cuda:0", "cpu"]),
+    ("grid_sampler(): expected input and grid to be on same device, but input is on cuda:0 and grid is on cpu", "operand-device", ["cuda:0", "cpu"]),
+    ("Expected b and A to be on the same device, but found b on cpu and A on cuda:0 instead.", "operand-device", ["cuda:0", "cpu"]),
+    ("Expected all tensors to be on the same device. addmm: expected 'mat1' to be a CPU tensor, but got tensor on cuda:0", "operand-device", ["cuda:0", "cpu"]),
+    ("Input and hidden tensors are not at the same device, found input tensor at cpu and hidden tensor at cuda:0", "rnn", ["cuda:0", "cpu"]),
+    ("Input and parameter tensors are not at the same device, found input tensor at cuda:0 and parameter tensor at cpu", "rnn", ["cuda:0", "cpu"]),
+]
+
+
+@pytest.mark.parametrize("message, family, devices", OTHER_WORDINGS, ids=[w[0][:40] for w in OTHER_WORDINGS])
+def test_other_device_wordings_are_known(tmp_path, message, family, devices):
+    """Each is a device error to --traceback (not exit 2, "no device error
+    recognised"), with its family and devices in the JSON."""
+    (tmp_path / "error.log").write_text(_one_frame_log("/elsewhere/run.py", 3, "out = f(x)", message))
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--output-format", "json")
+    assert result.returncode == 1, result.stderr.decode()
+    (item,) = json.loads(result.stdout)
+    assert (item["family"], item["devices"]) == (family, devices)
+    assert item["error"] == f"RuntimeError: {message}"
+
+
+# -- after the fix: the lines that would fail next ------------------------------------
+
+
+NEXT_LINES = """\
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def main():
+    net = nn.Linear(4, 2)
+    net.cuda()
+    x = torch.randn(3, 4)
+    out = net(x)
+    print(out.sum())
+
+
+def evaluate():
+    model = nn.Linear(4, 2).to(device)
+    batch = torch.randn(3, 4)
+    return model(batch)
+
+
+main()
+"""
+
+
+def _cuda_log(name: str, line: int, source: str) -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        f'  File "/home/ana/job/{name}", line 21, in <module>\n    main()\n'
+        f'  File "/home/ana/job/{name}", line {line}, in main\n    {source}\n'
+        '  File "/usr/lib/python3/dist-packages/torch/cuda/__init__.py", line 310, in _lazy_init\n'
+        '    raise AssertionError("Torch not compiled with CUDA enabled")\n'
+        "AssertionError: Torch not compiled with CUDA enabled\n"
+    )
+
+
+def test_apply_fixes_what_fails_next_in_the_same_function(tmp_path):
+    """`net.cuda()` fails on a CPU-only laptop; fixed alone, `net(x)` two lines
+    later fails on the GPU with `x` on the CPU. Both are fixed, and nothing
+    outside `main` (evaluate's own finding is another flow)."""
+    (tmp_path / "job.py").write_text(NEXT_LINES)
+    (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "job.py")
+    err = result.stderr.decode()
+    assert result.returncode == 0, err
+    assert "next: FDV102 [factory-device] [*]" in err and "(line 10)" in err
+    assert "`main` has 1 more value on the wrong device" in err
+    fixed = (tmp_path / "job.py").read_text()
+    assert "    net.to(device)\n    x = torch.randn(3, 4, device=" in fixed
+    assert "    batch = torch.randn(3, 4)\n" in fixed, "evaluate is not the failing flow"
+    left = fixdev_in(tmp_path, "--no-cache", "--check", "--output-format", "concise", "job.py")
+    assert [line.split(": ")[0].rsplit(":", 1)[0] for line in left.stdout.decode().splitlines()] == ["job.py:17"], left.stdout.decode()
+
+
+def test_apply_says_what_remains_in_the_same_function_and_exits_1(tmp_path):
+    """A finding in the failing function that no rule can fix (no device in
+    reach for `device=`): the error is fixed, the summary says one remains,
+    and --apply exits 1 as it does for findings without a fix."""
+    code = NEXT_LINES.replace("    out = net(x)\n", "    out = net(x) + torch.zeros(3, 2)\n")
+    code = code.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "\n")  # no device in reach
+    (tmp_path / "job.py").write_text(code)
+    plain = fixdev_in(tmp_path, "--no-cache", "--check", "--output-format", "concise", "job.py").stdout.decode()
+    assert "job.py:11:20: FDV102 Tensor made on the CPU" in plain and "[*]" not in plain.split("job.py:11:20")[1].splitlines()[0]
+    (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "job.py")
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert "1 fixed in 1 file" in err and "1 finding of a value on the wrong device remains in the failing lines' functions after the fix" in err
+    assert "x = torch.randn(3, 4, device=" in (tmp_path / "job.py").read_text()
+
+
+def test_quiet_apply_prints_only_what_is_left(tmp_path):
+    """-q with --apply, as for files: an error fixed prints nothing (no
+    report, no diff, no summary); one that leaves a finding prints that
+    finding's line, in the file as written."""
+    case = copy_case(CASES_DIR / "library_frames", tmp_path)
+    quiet = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "-q")
+    assert quiet.returncode == 0 and quiet.stdout == b"" and quiet.stderr == b"", quiet.stderr.decode()
+    assert "images, labels = images.to(device), labels.to(device)" in (case / "train.py").read_text()
+
+    code = NEXT_LINES.replace("    out = net(x)\n", "    out = net(x) + torch.zeros(3, 2)\n")
+    (tmp_path / "job.py").write_text(code.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "\n"))
+    (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
+    left = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "-q", "job.py")
+    lines = left.stderr.decode().splitlines()
+    assert left.returncode == 1 and left.stdout == b""
+    assert len(lines) == 1 and re.match(r"^job\.py:12:\d+: FDV102 ", lines[0]), lines
+
+
+def test_a_comment_added_to_the_failing_line_is_not_a_change(tmp_path):
+    """The line the log prints is compared as code (its tokens), so a
+    trailing comment or other spacing since the error still maps and fixes;
+    a changed token is still a changed line (the stale case)."""
+    case = copy_case(CASES_DIR / "library_frames", tmp_path)
+    train = case / "train.py"
+    train.write_text(train.read_text().replace("        output = model(images)\n", "        output = model( images )  # why on the GPU?\n"))
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    err = result.stderr.decode()
+    assert result.returncode == 1 and "changed since the error" not in err, err
+    assert "fix: FDV107 [unmoved-input]" in err and diff_lines(result.stdout.decode()) == {28}
+    train.write_text(train.read_text().replace("model( images )", "model(images[0])"))
+    stale = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    assert stale.returncode == 2 and "is not the line the log shows" in stale.stderr.decode()
+
+
+def _cleared(notebook: Path) -> str:
+    """The notebook as saved after "Clear All Outputs": no execution counts."""
+    data = json.loads(notebook.read_text())
+    for cell in data["cells"]:
+        if cell["cell_type"] == "code":
+            cell["execution_count"], cell["outputs"] = None, []
+    return json.dumps(data, indent=1)
+
+
+def test_a_notebook_saved_with_cleared_outputs_maps_by_the_line(tmp_path):
+    """No code cell has the count `Cell In[6]` names: the line the log prints,
+    in exactly one cell without a count and at the frame's line of it, is the
+    one. Twice in such cells: ambiguous, nothing fixed."""
+    case = copy_case(CASES_DIR / "notebook_cell", tmp_path)
+    notebook = case / "explore.ipynb"
+    cleared = _cleared(notebook)
+    notebook.write_text(cleared)
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    err = result.stderr.decode()
+    assert result.returncode == 1, err
+    assert "explore.ipynb:cell 4:2: RuntimeError" in err and "fix: FDV102 [factory-device]" in err
+    assert result.stdout.decode().startswith("--- a/explore.ipynb:cell 4\n")
+    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "explore.ipynb")
+    assert applied.returncode == 0, applied.stderr.decode()
+    assert "".join(json.loads(notebook.read_text())["cells"][3]["source"]).startswith("x = torch.randn(4, 10, device=device)\n")
+
+    twice = json.loads(cleared)
+    twice["cells"][4]["source"] = ["x = torch.randn(2, 10)\n", "scores = model(x)\n"]
+    notebook.write_text(json.dumps(twice, indent=1))
+    both = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    assert both.returncode == 2 and both.stdout == b"", both.stderr.decode()
+    assert "the line the log shows is in several cells without an execution count: explore.ipynb (cell 4, line 2), explore.ipynb (cell 5, line 2)" in both.stderr.decode()

@@ -62,6 +62,7 @@ class Explained:
     findings: list[Finding] = field(default_factory=list)  # kept, positions in the original text
     problem: str | None = None
     told: list = field(default_factory=list)  # the evidence the findings were found with (Told.items)
+    also: list[Finding] = field(default_factory=list)  # what fails next in the failing line's function (traceback.same_flow)
 
 
 class _Facts:
@@ -849,7 +850,8 @@ def analyse(report: Report, index: FileIndex, load: Loader) -> Explained:
                     f"the failing line is in a notebook cell ({cells[-1].path}, line {cells[-1].line}"
                     + (f": `{short(cells[-1].source)}`" if cells[-1].source else "")
                     + "); no notebook under PATH has a code cell run as "
-                    + f"In[{cells[-1].execution_count if cells[-1].execution_count is not None else ' '}] (pass the notebook as PATH)"
+                    + f"In[{cells[-1].execution_count if cells[-1].execution_count is not None else ' '}], and no code cell without an execution count "
+                    + "(a notebook saved with its outputs cleared) holds that line as its line there (pass the notebook as PATH)"
                 )
             else:
                 result.problem = f"no frame of the traceback is in a file under PATH (innermost: {frames[-1].path}, line {frames[-1].line})"

@@ -22,6 +22,10 @@ from typing import Sequence
 # listed too: the registry decides which exist.
 _MISMATCH = ("FDV107", "FDV101", "FDV102", "FDV103", "FDV106", "FDV111", "FDV112")
 _CUDA_ONLY = ("FDV104", "FDV109", "FDV110")
+# A value on the wrong side of a meeting: what the code fails at next on the
+# GPU once the failing line is fixed (``--traceback`` fixes those of the
+# failing line's function too).
+MISMATCH_CODES = _MISMATCH
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,68 @@ FAMILIES: tuple[Family, ...] = (
         "a layer's input is on {input} while its weights are on {weight}", _MOVE,
     ),
     _family(
+        "operand-device", "Expected all tensors to be on the same device. addmm: expected 'mat1' to be a CPU tensor, but got tensor on cuda:0",
+        r"Expected all tensors to be on the same device\. (?P<method>\w+):? expected '(?P<argument>\w+)' to be (?:a )?(?P<other>CPU) tensor, "
+        r"but got tensor on (?P<odd>[\w:]+)",
+        "mismatch", _MISMATCH,
+        "the operation runs on {other} but its argument `{argument}` is on {odd}", _MOVE,
+    ),
+    # torch 1.5 to 1.9 (cuDNN and cuBLAS argument checks): the CPU tensor named, the GPU implied
+    _family(
+        "cpu-argument", "Tensor for argument #2 'mat1' is on CPU, but expected it to be on GPU (while checking arguments for addmm)",
+        r"Tensor for (?:argument #\d+ )?'(?P<argument>\w+)' is (?:on )?(?P<odd>CPU), (?:Tensor for (?:argument #\d+ )?'\w+' is (?:on )?CPU, )*"
+        r"but expected (?:it|them) to be (?:on )?(?P<other>GPU)(?: ?\(while checking arguments for (?P<method>\w+)\))?",
+        "mismatch", _MISMATCH,
+        "the operation runs on {other} but its argument `{argument}` is on {odd}", _MOVE,
+    ),
+    # LSTM/GRU/RNN (aten's RNN check_attributes): the hidden state is checked
+    # first, then the parameters, each against the input
+    _family(
+        "rnn", "Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at cpu",
+        r"Input and hidden tensors are not at the same device, found input tensor at (?P<input>[\w:]+) and hidden tensor at (?P<hidden>[\w:]+)",
+        "mismatch", _MISMATCH,
+        "a recurrent layer's input is on {input} while the hidden state passed to it is on {hidden}", _MOVE,
+    ),
+    _family(
+        "rnn", "Input and parameter tensors are not at the same device, found input tensor at cpu and parameter tensor at cuda:0",
+        r"Input and parameter tensors are not at the same device, found input tensor at (?P<input>[\w:]+) and parameter tensor at (?P<weight>[\w:]+)",
+        "mismatch", _MISMATCH,
+        "a recurrent layer's input is on {input} while its weights are on {weight}", _MOVE,
+    ),
+    # Checks of one operation that name the argument on the other device
+    # (the fake GPU reports these as real CUDA does: they run before dispatch)
+    _family(
+        "operand-device", "expected self and mask to be on the same device, but got mask on cpu and self on cuda:0",
+        r"expected self and mask to be on the same device, but got (?P<argument>mask) on (?P<odd>[\w:]+) and self on (?P<other>[\w:]+)",
+        "mismatch", _MISMATCH,
+        "`masked_fill` got a mask on {odd} for a tensor on {other}", _MOVE,
+    ),
+    _family(
+        "operand-device", "stft input and window must be on the same device but got self on cuda:0 and window on cpu",
+        r"(?P<method>i?stft) input and window must be on the same device but got self on (?P<other>[\w:]+) and (?P<argument>window) on (?P<odd>[\w:]+)",
+        "mismatch", _MISMATCH,
+        "`{method}` got a window on {odd} for a signal on {other}", _MOVE,
+    ),
+    _family(
+        "operand-device", "Expected query, key, and value to have the same device type, but got query.device: cuda:0 key.device: cpu and value.device: cuda:0 instead.",
+        r"Expected query, key, and value to have the same device type, but got query\.device: (?P<query>[\w:]+),? "
+        r"key\.device: (?P<key>[\w:]+),? and value\.device: (?P<value>[\w:]+) instead",
+        "mismatch", _MISMATCH,
+        "attention got its query on {query}, key on {key} and value on {value}", _MOVE,
+    ),
+    _family(
+        "operand-device", "grid_sampler(): expected input and grid to be on same device, but input is on cuda:0 and grid is on cpu",
+        r"grid_sampler\(\): expected input and grid to be on same device, but input is on (?P<other>[\w:]+) and (?P<argument>grid) is on (?P<odd>[\w:]+)",
+        "mismatch", _MISMATCH,
+        "`grid_sample` got a grid on {odd} for an input on {other}", _MOVE,
+    ),
+    _family(
+        "operand-device", "Expected b and A to be on the same device, but found b on cpu and A on cuda:0 instead.",
+        r"Expected b and A to be on the same device, but found (?P<argument>b) on (?P<odd>[\w:]+) and A on (?P<other>[\w:]+) instead",
+        "mismatch", _MISMATCH,
+        "a linear solve got `b` on {odd} and `A` on {other}", _MOVE,
+    ),
+    _family(
         "numpy", "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.",
         r"can't convert (?P<odd>(?:cuda|mps|xpu)(?::\d+)?) device type tensor to numpy",
         "host-read", ("FDV108",),
@@ -152,13 +218,9 @@ FAMILIES: tuple[Family, ...] = (
 
 def known_families() -> str:
     """The families, one example wording a line, for the 'unrecognised' message."""
-    seen, lines = set(), []
-    for family in FAMILIES:
-        if family.name not in seen or family.name == "same-device":
-            seen.add(family.name)
-            if "FakeTensor" not in family.title:
-                lines.append(f"  {family.name}: {family.title}")
-    return "\n".join(lines)
+    # every wording a user can meet: a family of several (same-device, rnn)
+    # is listed once per wording; the fake GPU's own wording is not one
+    return "\n".join(f"  {family.name}: {family.title}" for family in FAMILIES if "FakeTensor" not in family.title)
 
 
 def _device(word: str | None) -> str | None:
@@ -168,6 +230,8 @@ def _device(word: str | None) -> str | None:
     if word.startswith("torch."):
         parts = word.split(".")
         return parts[1] if len(parts) > 2 else "cpu"
+    if word == "GPU":  # "... but expected it to be on GPU" (torch 1.x): CUDA, the only GPU it meant
+        return "cuda"
     return word.lower() if word.isupper() else word
 
 
@@ -186,6 +250,11 @@ def spoken(device: str | None) -> str | None:
 
 def is_host(device: str | None) -> bool:
     return device == "cpu"
+
+
+def short(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis, for sentences."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------------------
@@ -225,11 +294,16 @@ class Report:
     def devices(self) -> tuple[str, str] | None:
         """The two devices the message names, the host one second when it says."""
         roles = self.roles()
-        pairs = [(roles.get("a"), roles.get("b")), (roles.get("other"), roles.get("odd")), (roles.get("weight"), roles.get("input"))]
-        for first, second in pairs:
-            if first and second:
-                return (first, second) if not is_host(first) else (second, first)
-        if roles.get("odd"):
+        # the devices the roles name, each once (attention names three
+        # tensors' devices, two of them the same)
+        named: list[str] = []
+        for key in ("a", "b", "other", "odd", "weight", "input", "hidden", "query", "key", "value"):
+            if roles.get(key) and roles[key] not in named:
+                named.append(roles[key])
+        if len(named) == 2:
+            first, second = named
+            return (first, second) if not is_host(first) else (second, first)
+        if len(named) == 1 and roles.get("odd"):  # the device the message names; the other side is the host
             return (roles["odd"], "cpu")
         return None
 
@@ -415,7 +489,3 @@ def posix(path: str) -> str:
 
 def path_parts(path: str) -> list[str]:
     return [part for part in posix(path).split("/") if part not in ("", ".", "~")]
-
-
-def short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -5,6 +5,8 @@ the log prints must be the file's line (compared as code, not bytes)."""
 from __future__ import annotations
 
 import difflib
+import io
+import tokenize
 from dataclasses import dataclass
 import re
 from pathlib import Path
@@ -53,8 +55,9 @@ class FileIndex:
         return self._texts[path]
 
     def cells(self, path: Path) -> tuple | None:
-        """(the notebook, execution count -> cell number) of a notebook under
-        PATH; None for one that cannot be read (its run says why)."""
+        """(the notebook, execution count -> cell number, the numbers of code
+        cells without a count) of a notebook under PATH; None for one that
+        cannot be read (its run says why)."""
         if path not in self._cells:
             import json
 
@@ -63,12 +66,14 @@ class FileIndex:
             try:
                 raw = decode(path.read_bytes()).text
                 notebook = Notebook.from_json(raw)
-                counts = {}
+                counts, unnumbered = {}, set()
                 for number, cell in enumerate(json.loads(raw)["cells"], 1):
                     count = cell.get("execution_count") if cell.get("cell_type") == "code" else None
                     if type(count) is int:
                         counts.setdefault(count, number)
-                self._cells[path] = (notebook, counts)
+                    elif cell.get("cell_type") == "code":
+                        unnumbered.add(number)  # never run, or saved with its outputs cleared
+                self._cells[path] = (notebook, counts, unnumbered)
             except (OSError, SourceError, NotebookError, ValueError, RecursionError):
                 self._cells[path] = None
         return self._cells[path]
@@ -91,6 +96,8 @@ class FileIndex:
             firsts = {cell: first for first, cell in CellIndex(notebook.code).marks}
             if number in firsts:  # not a cell left out (another language, a syntax error)
                 found.append((path, number, firsts[number] + frame.line - 1, agrees, lines))
+        if not found and frame.source:
+            return self._map_cell_by_line(frame)
         agreeing = [item for item in found if item[3]]
         if len(agreeing) == 1:
             path, number, line, _, _ = agreeing[0]
@@ -104,6 +111,32 @@ class FileIndex:
             shown = f"the log shows `{short(frame.source or '', 70)}`, the cell has `{short(current, 70) or '(no such line)'}`"
             where = f"line {frame.line} of cell {number} of {path.as_posix()} ({frame.path})" if len(found) == 1 else f"line {frame.line} of every notebook cell run as {frame.path}"
             return Mapped(frame, None, problem=f"stale: {where} is not the line the log shows: {shown}; the notebook changed since the error; nothing fixed")
+        return Mapped(frame, None)
+
+    def _map_cell_by_line(self, frame: Frame) -> Mapped:
+        """No code cell has the frame's execution count (a notebook saved with
+        its outputs cleared has none): the code cell without a count that
+        holds the line the log prints, when exactly one line of those cells,
+        in every notebook under PATH, is that line, and it is the frame's line
+        of its cell."""
+        from fixdev.files.notebook import CellIndex
+
+        places = []  # (notebook path, cell number, row in the cell, program line)
+        for path in self.notebooks:
+            cells = self.cells(path)
+            if cells is None or not cells[2]:
+                continue
+            notebook = cells[0]
+            firsts = {cell: first for first, cell in CellIndex(notebook.code).marks}
+            for number in sorted(cells[2] & set(firsts)):  # cells left out of the program (a syntax error) cannot be fixed
+                for row, line in enumerate(notebook.cells[number - 1].text.splitlines(), 1):
+                    if same_code(line, frame.source or ""):
+                        places.append((path, number, row, firsts[number] + row - 1))
+        if len(places) == 1 and places[0][2] == frame.line:
+            return Mapped(frame, places[0][0], line=places[0][3])
+        if len(places) > 1:
+            names = ", ".join(f"{p.as_posix()} (cell {n}, line {r})" for p, n, r, _ in places[:3])
+            return Mapped(frame, None, problem=f"ambiguous: no code cell was run as {frame.path}, and the line the log shows is in several cells without an execution count: {names}; nothing fixed")
         return Mapped(frame, None)
 
     def map(self, frame: Frame) -> Mapped:
@@ -165,7 +198,28 @@ class FileIndex:
 
 
 def same_code(a: str, b: str) -> bool:
-    return " ".join(a.split()) == " ".join(b.split())
+    """The same code on a line: the same tokens, comments and layout aside
+    (a comment added to the failing line since the error is not a change)."""
+    return _tokens(a) == _tokens(b)
+
+
+_LAYOUT = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER})
+
+
+def _tokens(line: str) -> tuple:
+    """The line's tokens without comments and layout. One line of a longer
+    statement (``model(x,``) tokenizes up to where it stops; a line that does
+    not tokenize (inside a triple-quoted string) is its words."""
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
+            if token.type not in _LAYOUT:
+                found.append((token.type, token.string))
+    except tokenize.TokenError:  # the statement goes on past this line: what came before counts
+        pass
+    except (SyntaxError, ValueError):
+        return ("words", " ".join(line.split()))
+    return tuple(found)
 
 
 def changed_lines(old: str, new: str) -> set[int]:

@@ -26,6 +26,34 @@ def statement_at(flow, line: int) -> ast.stmt | None:
     return best
 
 
+def scope_path(tree: ast.Module, line: int) -> tuple[str, ...]:
+    """The names of the defs and classes around ``line``, outermost first, up
+    to the innermost function (``("Net", "forward")``; ``()`` at module level
+    or in a class body outside its methods): the same in a file before and
+    after a fix, where line numbers are not."""
+    path: list[str] = []
+    upto = 0  # the length of ``path`` at its innermost function
+    node: ast.AST = tree
+    while True:
+        inner = next((c for c in _defs_in(node) if c.lineno <= line <= (c.end_lineno or c.lineno)), None)
+        if inner is None:
+            return tuple(path[:upto])
+        path.append(inner.name)
+        if not isinstance(inner, ast.ClassDef):
+            upto = len(path)
+        node = inner
+
+
+def _defs_in(node: ast.AST):
+    """The defs and classes in ``node``'s body, in compound statements too,
+    not inside another def or class."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield child
+        elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+            yield from _defs_in(child)
+
+
 def header_nodes(statement: ast.stmt) -> list[ast.AST]:
     """The expressions a statement evaluates itself (not its body's)."""
     if isinstance(statement, (ast.For, ast.AsyncFor)):

@@ -29,7 +29,8 @@ from fixdev.files.notebook import is_notebook
 from fixdev.engine.source import LineIndex, Source, SourceError
 
 from fixdev.diagnose.explain import Explained, FileFacts
-from fixdev.diagnose.log import exception_lines, is_library, known_families, parse_log, posix, short
+from fixdev.diagnose.log import MISMATCH_CODES, exception_lines, is_library, known_families, parse_log, posix, short
+from fixdev.diagnose.statements import scope_path
 from fixdev.diagnose.mapping import FileIndex, changed_lines
 
 # ---------------------------------------------------------------------------
@@ -45,6 +46,7 @@ class _FileFix:
     fixed: str | None = None
     applied: list[Finding] = field(default_factory=list)
     error: str | None = None
+    remaining: list[Finding] = field(default_factory=list)  # in the fixed text, in the failing lines' functions
 
 
 class Run:
@@ -131,7 +133,9 @@ class Run:
         for item in explained:
             if item.path is not None and item.findings:
                 entry = self.files[item.path]
-                entry.kept.extend(f for f in item.findings if f not in entry.kept)
+                # what fails next in the same function rides with a fix of the error, never alone
+                also = item.also if any(f.fix for f in item.findings) else []
+                entry.kept.extend(f for f in [*item.findings, *also] if f not in entry.kept)
                 told.setdefault(item.path, []).extend(t for t in item.told if t not in told.get(item.path, ()))
         for path, entry in self.files.items():
             if not entry.kept or entry.facts.error:
@@ -167,6 +171,13 @@ class Run:
                 continue
             if outcome.text != original:
                 entry.fixed, entry.applied = outcome.text, outcome.applied
+                # what the fixed file still has on the failing lines' flow, as plain --check would find it
+                scopes = {scope_path(entry.facts.flow.tree, item.line) for item in explained if item.path == path and item.line is not None}
+                try:
+                    after = engine_for(settings_for(path, self.overrides), path).lint(outcome.text, self.project.for_file(path))
+                except Exception:  # a rule that fails on the fixed text: nothing said about what is left
+                    after = []
+                entry.remaining = _left_in_flow(outcome.text, after, scopes)
                 if write:
                     try:
                         written = outcome.text
@@ -186,6 +197,38 @@ class Run:
                 item.status, item.problem = "error", f"{item.path.as_posix()}: error: {entry.error}"
             elif write and any(f in entry.applied for f in item.findings):
                 item.status = "fixed"
+
+
+def same_flow(facts: FileFacts, line: int, kept: Sequence[Finding]) -> list[Finding]:
+    """The file's other findings of a value on the wrong device (the mismatch
+    group's codes) that have a fix, in the failing line's function (at module
+    level: outside every function): the run stopped at the failing line, and
+    on the GPU the code fails at each of these in turn once that line is
+    fixed. The analysis's own findings only (no evidence from the message),
+    as plain ``fixdev --check`` reports them."""
+    if facts.error or facts.flow is None:
+        return []
+    tree = facts.flow.tree
+    scope = scope_path(tree, line)
+    taken = {(f.code, f.start, f.end) for f in kept}
+    return [
+        finding for finding in facts.findings
+        if finding.code in MISMATCH_CODES and finding.fix is not None and (finding.code, finding.start, finding.end) not in taken
+        and scope_path(tree, facts.line_of(finding.start)) == scope
+    ]
+
+
+def _left_in_flow(text: str, findings: Sequence[Finding], scopes: set[tuple[str, ...]]) -> list[Finding]:
+    """Of the findings in a fixed file, those of the mismatch group in the
+    failing lines' functions: what still fails there on the GPU."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):  # a notebook's magics: nothing said
+        return []
+    lines = LineIndex(text)
+    return [f for f in findings if f.code in MISMATCH_CODES and scope_path(tree, lines.position(f.start)[0]) in scopes]
 
 
 def _consistent(told: Sequence[tuple]) -> list[tuple]:
@@ -265,6 +308,8 @@ def render_full(item: Explained, run: Run) -> str:
     if facts is not None:
         for finding in item.findings:
             out.append(f"  {'fix' if finding.fix else 'finding'}: {_finding_words(facts, finding)}")
+        for finding in item.also:
+            out.append(f"  next: {_finding_words(facts, finding)}")
     if not fixes and item.change and item.status not in ("stale", "error", "ambiguous"):
         out.append(f"  change: {item.change}")
     return "\n".join(out) + "\n\n"
@@ -284,11 +329,11 @@ def as_json(explained: Sequence[Explained], run: Run) -> list[dict]:
     for item in explained:
         facts = run.files[item.path].facts if item.path is not None and item.path in run.files else None
         entry = run.files.get(item.path) if item.path is not None else None
-        findings = []
+        findings, also = [], []
         if facts is not None:
             index = index_for(item.path, facts.text)  # a notebook's positions are its cells'
-            for finding in item.findings:
-                findings.append(
+            for finding in [*item.findings, *item.also]:
+                (findings if finding in item.findings else also).append(
                     {
                         "code": finding.code,
                         "name": finding.name,
@@ -323,6 +368,7 @@ def as_json(explained: Sequence[Explained], run: Run) -> list[dict]:
                 "change": item.change if not any(f.fix for f in item.findings) else None,
                 "problem": item.problem,
                 "findings": findings,
+                "next": also,
                 "diff": code_diff(item.path, entry.facts.text, entry.fixed) if entry is not None and entry.fixed is not None else None,
             }
         )
@@ -354,32 +400,59 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
     for missing in job.missing:
         echo(f"{display(missing.path)}: error: {missing.message}", err=True)
     explained = [analyse(report, job.index, job.load) for report in reports]
+    for item in explained:
+        if item.path is not None and item.line is not None and item.status in ("fixable", "explained"):
+            item.also = same_flow(job.load(item.path), item.line, item.findings)
+            if item.also:
+                item.why.append(_next_words(item, job))
     if mode != "check":
         job.fix(explained, write=mode == "apply")
     else:
         job.fix(explained, write=False)
     to_err = mode != "check"
+    remaining = [f for entry in job.files.values() if entry.fixed is not None and not entry.error for f in entry.remaining]
+    # -q with --apply, as for files: what was fixed is not shown (no report, no
+    # diff), only what is left: the errors not fixed and the findings that remain
+    terse = quiet and mode == "apply"
     if fmt == "json":
         echo(json.dumps(as_json(explained, job), indent=2))
     else:
         for item in explained:
-            echo(render_full(item, job) if fmt == "full" else render_concise(item, job), nl=False, err=to_err)
-        if fmt == "full":
+            if not (terse and item.status == "fixed"):
+                echo(render_full(item, job) if fmt == "full" else render_concise(item, job), nl=False, err=to_err)
+        if fmt == "full" and not terse:
             for path, entry in job.files.items():
                 if entry.fixed is not None:
                     echo(code_diff(path, entry.facts.text, entry.fixed, color), nl=False, color=color)
+        if terse:
+            from fixdev.interfaces.output import finding_line, index_for
+
+            for path, entry in job.files.items():
+                if entry.fixed is not None and not entry.error and entry.remaining:
+                    index = index_for(path, entry.fixed)  # positions in the file as written
+                    for finding in entry.remaining:
+                        echo(finding_line(path, index, finding, concise=True), err=True)
     if not quiet and fmt != "json":
-        echo(_summary(explained, job, mode, source), err=True)
+        echo(_summary(explained, job, mode, source, remaining), err=True)
     if job.missing or any(item.status in ("stale", "error", "ambiguous") for item in explained):
         return 2
     if exit_zero:
         return 0
     if mode == "apply":
-        return 0 if all(item.status == "fixed" for item in explained) else 1
+        return 0 if all(item.status == "fixed" for item in explained) and not remaining else 1
     return 1
 
 
-def _summary(explained: Sequence[Explained], job: Run, mode: str, source: str) -> str:
+def _next_words(item: Explained, job: "Run") -> str:
+    """Why the same-flow findings are shown (and fixed) with the error."""
+    path = scope_path(job.load(item.path).flow.tree, item.line)
+    where = f"`{'.'.join(path)}`" if path else "the module's top level"
+    more = "1 more value" if len(item.also) == 1 else f"{len(item.also)} more values"
+    tail = "fixed with this line" if any(f.fix for f in item.findings) else "shown, not fixed: this line has no fix"
+    return f"{where} has {more} on the wrong device, the next to fail on the GPU once this line is fixed: {tail}"
+
+
+def _summary(explained: Sequence[Explained], job: Run, mode: str, source: str, remaining: Sequence[Finding] = ()) -> str:
     n = len(explained)
     fixed_files = sum(1 for entry in job.files.values() if entry.fixed is not None)
     with_fix = sum(1 for item in explained if item.status in ("fixable", "fixed"))
@@ -388,4 +461,7 @@ def _summary(explained: Sequence[Explained], job: Run, mode: str, source: str) -
     verb = {"check": "fixable with --apply", "diff": "would be fixed", "apply": "fixed"}[mode]
     files = f" in {fixed_files} file{'s' if fixed_files != 1 else ''}" if fixed_files else ""
     tail = f"; {failed} not processed (see the notes)" if failed else ""
+    if remaining:
+        left = len(remaining)
+        tail += f"; {left} finding{'s' if left != 1 else ''} of a value on the wrong device remain{'s' if left == 1 else ''} in the failing lines' functions after the fix (see fixdev --check)"
     return f"{errors} in {source}: {with_fix} {verb}{files}; {n - with_fix - failed} without a fix{tail}."
