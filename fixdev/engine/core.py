@@ -24,11 +24,11 @@ from fixdev.engine.findings import Edit, Finding, apply_edits
 from fixdev.engine.registry import load
 from fixdev.engine.rule import RuleContext, Screening
 from fixdev.engine.spans import MetadataWrapper
+from fixdev.engine.noqa import NOQA
 from fixdev.engine.source import LineIndex, SourceError, parseable_text
 
 MAX_ROUNDS = 10
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,?\s*[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
 _FIXDEV_IGNORE = re.compile(r"#\s*fixdev:\s*ignore(?:\[(?P<words>[^\]]*)\])?")
 
 
@@ -165,7 +165,7 @@ def _comment_suppressions(comment: str) -> set[str] | None | bool:
     """The codes/names a comment suppresses, None for all, False for none."""
     found: set[str] = set()
     hit = False
-    for match in _NOQA.finditer(comment):
+    for match in NOQA.finditer(comment):
         hit = True
         if not match.group("codes"):
             return None
