@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -160,6 +161,7 @@ def applied(text: str, edits: list[dict], encoding: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=None)  # the same document under each encoding
 def cli(text: str, *args: str) -> str:
     """fixdev on the command line, the document on stdin (no language server involved)."""
     done = subprocess.run([sys.executable, "-m", "fixdev", *args, "--stdin-filename", "model.py", "-"], input=text.encode(), capture_output=True)
