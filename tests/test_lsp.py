@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,7 +123,259 @@ def test_code_action_kinds_match_hierarchically(tmp_path, only, kinds):
             "textDocument/codeAction",
             {"textDocument": {"uri": uri}, "range": diagnostics[0]["range"], "context": {"diagnostics": diagnostics, "only": only}},
         )["result"]
-        assert [a["kind"] for a in actions or []] == kinds
+        assert sorted({a["kind"] for a in actions or []}) == kinds  # quickfix: the fix and "Disable FDV101 for this line"
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
+
+
+# ---------------------------------------------------------------- issue 26
+# What a client does with positions, written here apart from the server's
+# code: LSP lines end at \n, \r\n or \r only, and a character is counted in the
+# negotiated encoding's code units.
+
+_UNIT_BYTES = {"utf-8": 1, "utf-16": 2, "utf-32": 4}
+_CODECS = {"utf-8": "utf-8", "utf-16": "utf-16-le", "utf-32": "utf-32-le"}
+
+
+def lsp_lines(text: str) -> list[str]:
+    """The lines with their breaks (a form feed or U+2028 breaks none)."""
+    return re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text)
+
+
+def offset_of(text: str, position: dict, encoding: str) -> int:
+    lines = lsp_lines(text)
+    body = lines[position["line"]].rstrip("\r\n")
+    units = body.encode(_CODECS[encoding])[: position["character"] * _UNIT_BYTES[encoding]]
+    return sum(map(len, lines[: position["line"]])) + len(units.decode(_CODECS[encoding]))
+
+
+def covered(text: str, range_: dict, encoding: str) -> str:
+    return text[offset_of(text, range_["start"], encoding) : offset_of(text, range_["end"], encoding)]
+
+
+def applied(text: str, edits: list[dict], encoding: str) -> str:
+    spans = sorted(((offset_of(text, e["range"]["start"], encoding), offset_of(text, e["range"]["end"], encoding), e["newText"]) for e in edits), reverse=True)
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+@functools.lru_cache(maxsize=None)  # the same document under each encoding
+def cli(text: str, *args: str) -> str:
+    """fixdev on the command line, the document on stdin (no language server involved)."""
+    done = subprocess.run([sys.executable, "-m", "fixdev", *args, "--stdin-filename", "model.py", "-"], input=text.encode(), capture_output=True)
+    return done.stdout.decode()
+
+
+def cli_findings(text: str) -> list[dict]:
+    """Each finding with the text it covers and its quick fix's result, from
+    the CLI's JSON (rows and columns count characters, 1-based)."""
+    starts = [0]
+    for line in lsp_lines(text)[:-1]:
+        starts.append(starts[-1] + len(line))
+
+    def offset(location: dict) -> int:
+        return starts[location["row"] - 1] + location["column"] - 1
+
+    findings = []
+    for finding in json.loads(cli(text, "--output-format", "json")):
+        fixed = text
+        for edit in sorted(finding["fix"]["edits"], key=lambda e: offset(e["location"]), reverse=True) if finding["fix"] else ():
+            fixed = fixed[: offset(edit["location"])] + edit["content"] + fixed[offset(edit["end_location"]) :]
+        findings.append({"code": finding["code"], "text": text[offset(finding["location"]) : offset(finding["end_location"])], "fixed": fixed})
+    return findings
+
+
+def start_session(tmp_path: Path, encodings: list[str] | None = None, capabilities: dict | None = None):
+    client = Client(tmp_path)
+    capabilities = dict(capabilities or {})
+    if encodings is not None:
+        capabilities["general"] = {"positionEncodings": encodings}
+    init = client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": capabilities})
+    client.send("initialized", {}, request=False)
+    return client, init["result"]["capabilities"]
+
+
+def open_document(client: Client, uri: str, text: str) -> list:
+    client.send("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}, request=False)
+    return client.diagnostics()
+
+
+def code_actions(client: Client, uri: str, range_: dict, diagnostics: list, only: list[str] | None = None) -> list:
+    context = {"diagnostics": diagnostics, **({"only": only} if only else {})}
+    return client.request("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": range_, "context": context})["result"] or []
+
+
+NON_ASCII = (
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "\n"
+    "model = nn.Linear(4, 2).cuda()  # é ✓ 😀\n"
+    "out = model(torch.randn(1, 4).cuda())\n"
+    'note = "page\fbreak\u2028sep 😀"\n'
+    'print("résultat ✓ 😀", out.numpy())\n'
+)
+NUMPY_FIXED = 'print("résultat ✓ 😀", out.detach().cpu().numpy())'
+DOCUMENTS = {"lf": NON_ASCII, "crlf": NON_ASCII.replace("\n", "\r\n"), "cr": NON_ASCII.replace("\n", "\r")}
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
+@pytest.mark.parametrize("endings", sorted(DOCUMENTS))
+def test_positions_in_the_negotiated_encoding(tmp_path, encoding, endings):
+    text = DOCUMENTS[endings]
+    expected = cli_findings(text)
+    assert "out.numpy()" in [f["text"] for f in expected]
+    path = tmp_path / "model.py"
+    uri = path.as_uri()
+    client, capabilities = start_session(tmp_path, [encoding, "utf-16"])
+    try:
+        assert capabilities["positionEncoding"] == encoding
+        # Full sync: pygls's own incremental edits split lines at form feeds and U+2028.
+        assert capabilities["textDocumentSync"]["change"] == 1
+        diagnostics = open_document(client, uri, text)
+        assert [(d["code"], covered(text, d["range"], encoding)) for d in diagnostics] == [(f["code"], f["text"]) for f in expected]
+
+        numpy = [d for d in diagnostics if covered(text, d["range"], encoding) == "out.numpy()"]
+        assert len(numpy) == 1
+        for diagnostic, finding in zip(diagnostics, expected):
+            quick = [a for a in code_actions(client, uri, diagnostic["range"], [diagnostic], ["quickfix"]) if a.get("diagnostics") == [diagnostic] and not a["title"].startswith("Disable ")]
+            assert len(quick) == 1
+            assert applied(text, quick[0]["edit"]["changes"][uri], encoding) == finding["fixed"]
+            if diagnostic is numpy[0]:
+                assert NUMPY_FIXED in applied(text, quick[0]["edit"]["changes"][uri], encoding)
+
+        [fix_all] = code_actions(client, uri, numpy[0]["range"], diagnostics, ["source.fixAll"])
+        assert applied(text, fix_all["edit"]["changes"][uri], encoding) == cli(text, "--apply")
+
+        # A change the editor sends whole: the server's text is the editor's.
+        changed = text.replace("out.numpy()", "out.detach().cpu().numpy()")
+        client.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": changed}]}, request=False)
+        assert [covered(changed, d["range"], encoding) for d in client.diagnostics()] == [f["text"] for f in cli_findings(changed)]
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
+def test_cell_changes_sent_as_ranges_count_lsp_lines(tmp_path, encoding):
+    # A notebook's cells may still change by ranges (VS Code sends them so):
+    # they count lines at \n, \r\n and \r only, and units in the encoding.
+    before = 'import torch\ns = "a\fb\u2028c"\r\nx = torch.ones(2)\ny = ("é 😀", x)\n'
+    line = lsp_lines(before)[3]
+    at = {"line": 3, "character": len(line[: line.index("x)") + 1].encode(_CODECS[encoding])) // _UNIT_BYTES[encoding]}
+    after = before.replace('("é 😀", x)', '("é 😀", x.cuda())')
+    uri = (tmp_path / "nb.ipynb").as_uri()
+    cell = f"vscode-notebook-cell:{tmp_path}/nb.ipynb#cell0"
+    client, _ = start_session(tmp_path, [encoding], {"notebookDocument": {"synchronization": {}}})
+    try:
+        client.send("notebookDocument/didOpen", {
+            "notebookDocument": {"uri": uri, "notebookType": "jupyter-notebook", "version": 1, "cells": [{"kind": 2, "document": cell}]},
+            "cellTextDocuments": [{"uri": cell, "languageId": "python", "version": 1, "text": before}],
+        }, request=False)
+        assert client.diagnostics() == []
+        client.send("notebookDocument/didChange", {
+            "notebookDocument": {"uri": uri, "version": 2},
+            "change": {"cells": {"textContent": [{"document": {"uri": cell, "version": 2}, "changes": [{"range": {"start": at, "end": at}, "text": ".cuda()"}]}]}},
+        }, request=False)
+        [found] = client.diagnostics()
+        assert found["code"] == "FDV104" and covered(after, found["range"], encoding) == "x.cuda()"
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
+
+
+# Issue 26 item 11: a syntax error is one diagnostic, where CPython puts it.
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_syntax_error_is_a_diagnostic(tmp_path, encoding):
+    valid = 'import torch\n\nx = torch.ones(2).cuda()\nprint("é 😀", x)\n'
+    broken = valid.replace("print(\"é 😀\", x)", "print(\"é 😀\", (x)")
+    try:
+        compile(broken, "model.py", "exec")
+    except SyntaxError as exc:
+        error = exc
+    line = lsp_lines(broken)[error.lineno - 1]
+    start = {"line": error.lineno - 1, "character": len(line[: error.offset - 1].encode(_CODECS[encoding])) // _UNIT_BYTES[encoding]}
+    uri = (tmp_path / "model.py").as_uri()
+    client, _ = start_session(tmp_path, [encoding])
+    try:
+        assert [d["code"] for d in open_document(client, uri, valid)] == ["FDV104"]
+        client.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": broken}]}, request=False)
+        [shown] = client.diagnostics()
+        assert (shown["source"], shown["severity"], shown["range"]["start"]) == ("fixdev", 1, start)
+        assert error.msg in shown["message"] and "code" not in shown
+        assert code_actions(client, uri, shown["range"], [shown]) == []
+        client.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"text": valid}]}, request=False)
+        assert [d["code"] for d in client.diagnostics()] == ["FDV104"]
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
+
+
+# Issue 26 item 6: the editor honours [tool.fixdev] exclude and the default excludes.
+def test_excluded_files_get_no_diagnostics_and_no_fixes(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["legacy/", "*_gen.py"]\n')
+    files = {"src/model.py": True, "legacy/old.py": False, "src/model_gen.py": False, ".venv/lib/dep.py": False, "build/lib/model.py": False}
+    client, _ = start_session(tmp_path)
+    try:
+        for name, checked in files.items():
+            path = tmp_path / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(BUGGY)
+            diagnostics = open_document(client, path.as_uri(), BUGGY)
+            assert [d["code"] for d in diagnostics] == (["FDV101"] if checked else []), name
+            whole = {"start": {"line": 0, "character": 0}, "end": {"line": 5, "character": 0}}
+            kinds = {a["kind"] for a in code_actions(client, path.as_uri(), whole, diagnostics)}
+            assert kinds == ({"quickfix", "source.fixAll.fixdev"} if checked else set()), name
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
+
+
+# Issue 26, Ruff habits: "Disable FDVxxx for this line", merged into a # noqa there.
+@pytest.mark.parametrize(
+    "line, disabled",
+    [
+        ("    return x * torch.ones(x.shape)", "    return x * torch.ones(x.shape)  # noqa: FDV101"),
+        ("    return x * torch.ones(x.shape)   ", "    return x * torch.ones(x.shape)  # noqa: FDV101"),
+        ("    return x * torch.ones(x.shape)  # noqa: E501", "    return x * torch.ones(x.shape)  # noqa: E501, FDV101"),
+        ("    return x * torch.ones(x.shape)  # é 😀", "    return x * torch.ones(x.shape)  # é 😀  # noqa: FDV101"),
+    ],
+)
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_disable_a_rule_for_this_line(tmp_path, line, disabled, encoding):
+    text = BUGGY.replace("    return x * torch.ones(x.shape)", line).replace("\n", "\r\n")
+    uri = (tmp_path / "model.py").as_uri()
+    client, _ = start_session(tmp_path, [encoding])
+    try:
+        [found] = open_document(client, uri, text)
+        actions = [a for a in code_actions(client, uri, found["range"], [found], ["quickfix"]) if a["title"] == "Disable FDV101 for this line"]
+        assert len(actions) == 1 and actions[0]["diagnostics"] == [found]
+        fixed = applied(text, actions[0]["edit"]["changes"][uri], encoding)
+        assert fixed == text.replace(line, disabled)
+        client.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": fixed}]}, request=False)
+        assert client.diagnostics() == []
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
+
+
+# Issue 26, Ruff habits: each rule's documentation on hover, as --explain prints it.
+def test_hover_shows_the_rules_documentation(tmp_path):
+    text = "import torch\n\n\ndef f(x):\n    y = x.cuda()\n    return y * torch.ones(x.shape)\n"
+    uri = (tmp_path / "model.py").as_uri()
+    client, _ = start_session(tmp_path, ["utf-8"])
+    try:
+        diagnostics = open_document(client, uri, text)
+        assert sorted(d["code"] for d in diagnostics) == ["FDV101", "FDV104"]
+        for found in diagnostics:
+            explained = subprocess.run([sys.executable, "-m", "fixdev", "--explain", found["code"]], capture_output=True, text=True, check=True).stdout
+            for position in (found["range"]["start"], {"line": found["range"]["end"]["line"], "character": found["range"]["end"]["character"] - 1}):
+                shown = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": position})["result"]
+                assert shown["contents"] == {"kind": "markdown", "value": explained.rstrip("\n")}
+                assert shown["range"] == found["range"]
+        outside = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 3, "character": 2}})["result"]
+        assert outside is None
     finally:
         client.proc.kill()
         client.proc.wait(timeout=30)

@@ -24,11 +24,11 @@ from fixdev.engine.findings import Edit, Finding, apply_edits
 from fixdev.engine.registry import load
 from fixdev.engine.rule import RuleContext, Screening
 from fixdev.engine.spans import MetadataWrapper
-from fixdev.engine.source import LineIndex, SourceError, parseable_text
+from fixdev.engine.noqa import NOQA
+from fixdev.engine.source import LineIndex, SourceError, SyntaxLocation, parseable_text
 
 MAX_ROUNDS = 10
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:\s*,?\s*[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
 _FIXDEV_IGNORE = re.compile(r"#\s*fixdev:\s*ignore(?:\[(?P<words>[^\]]*)\])?")
 
 
@@ -51,20 +51,27 @@ def _libcst_parse(text: str, cpython_error: SyntaxError | None) -> cst.Module:
         if cpython_error is not None and cpython_error.lineno:
             # Both parsers refuse the code: CPython's account is the one users
             # know (its line, column and message, e.g. "'(' was never closed").
-            raise SourceError(_describe(cpython_error)) from None
+            raise _syntax_error(cpython_error) from None
         # CPython accepted what libcst cannot parse: only libcst can say where.
         detail = str(exc.message).splitlines()[0] if exc.message else "invalid syntax"
         if detail.startswith("expected one of") or "error at" in detail:
             detail = "invalid syntax"
-        raise SourceError(f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: {detail}") from None
+        line, column = exc.raw_line, exc.raw_column + 1
+        raise SourceError(f"syntax error at line {line}, column {column}: {detail}", SyntaxLocation(line, column, line, column + 1, detail)) from None
     except RecursionError:
         raise SourceError("code is nested too deeply to parse") from None
 
 
-def _describe(error: SyntaxError) -> str:
-    # CPython's offset is 1-based and counts characters of the line.
-    where = f"line {error.lineno}" + (f", column {error.offset}" if error.offset and error.offset > 0 else "")
-    return f"syntax error at {where}: {error.msg}"
+def _syntax_error(error: SyntaxError) -> SourceError:
+    # CPython's offsets are 1-based and count characters of the line; its
+    # end (exclusive) is often the start itself: then one character is shown.
+    column = error.offset if error.offset and error.offset > 0 else None
+    where = f"line {error.lineno}" + (f", column {column}" if column else "")
+    start = (error.lineno, column or 1)
+    end = (error.end_lineno or error.lineno, error.end_offset or 0)
+    if end <= start:
+        end = (start[0], start[1] + 1)
+    return SourceError(f"syntax error at {where}: {error.msg}", SyntaxLocation(*start, *end, error.msg))
 
 
 def _cpython_syntax_error(text: str) -> SyntaxError | None:
@@ -165,7 +172,7 @@ def _comment_suppressions(comment: str) -> set[str] | None | bool:
     """The codes/names a comment suppresses, None for all, False for none."""
     found: set[str] = set()
     hit = False
-    for match in _NOQA.finditer(comment):
+    for match in NOQA.finditer(comment):
         hit = True
         if not match.group("codes"):
             return None

@@ -490,6 +490,15 @@ class Rule(BatchableCSTVisitor):
         return textwrap.dedent(cls.__doc__ or "").strip()
 
     @classmethod
+    def explanation(cls) -> str:
+        """Everything ``fixdev --explain`` prints, in Markdown (an editor's hover shows the same)."""
+        parts = [f"# {cls.code} {cls.name}", f"{cls.message}.", f"Fix: {'available' if cls.fixable() else 'none (reported only)'}", cls.doc()]
+        if cls.options:
+            options = [f"- `{key}` ({option.type.__name__}, default {option.default!r}): {option.help}" for key, option in cls.options.items()]
+            parts.append("\n".join([f"## Options ([tool.fixdev.rules.{cls.name}])", *options]))
+        return "\n\n".join(parts)
+
+    @classmethod
     def might_match(cls, text: str) -> bool:
         patterns = cls.__dict__.get("_trigger_patterns")
         if patterns is None:

@@ -19,8 +19,26 @@ _LONE_CR = re.compile(r"\r(?!\n)")
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)
 
 
+@dataclass(frozen=True)
+class SyntaxLocation:
+    """Where a parser refused the text, for an editor to underline: lines
+    count from 1, columns count characters from 1, the end is exclusive;
+    ``reason`` is the parser's own words ("'(' was never closed")."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    reason: str
+
+
 class SourceError(Exception):
-    """The file cannot be read as Python source; the message says why."""
+    """The file cannot be read as Python source; the message says why, and
+    ``syntax`` where, when a parser refused it."""
+
+    def __init__(self, message: str, syntax: SyntaxLocation | None = None) -> None:
+        super().__init__(message)
+        self.syntax = syntax
 
 
 @dataclass(frozen=True)

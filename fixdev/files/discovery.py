@@ -5,7 +5,8 @@ replaces these globs, ``extend-include`` adds to them; ``notebooks=False``
 leaves notebooks out); ``.gitignore`` files (from the repository
 root down), the default excludes, ``--exclude`` (relative to the current folder)
 and ``[tool.fixdev] exclude`` (relative to its pyproject.toml) prune the walk. A file named
-on the command line is always processed. Symbolic links to directories are not
+on the command line is always processed (``force_excluded`` asks, for one
+file, what a walk would have decided). Symbolic links to directories are not
 followed, a linked file is taken only when it resolves inside the tree being
 walked, and a file reached twice is yielded once.
 """
@@ -188,3 +189,33 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
                     yield path
             for sub in reversed(subfolders):
                 stack.append((sub, ignores.entering(sub.absolute())))
+
+
+def force_excluded(path: Path, exclude_root: Path | None = None, excludes: Iterable[str] = ()) -> bool:
+    """Whether a walk would have skipped ``path``, a file named directly (an
+    editor's document): the file or a folder above it matches the default
+    excludes or ``excludes`` (relative to ``exclude_root``, the current folder
+    by default), or the ``[tool.fixdev] exclude`` of the configuration that
+    governs the folder holding it (relative to that pyproject.toml). A path
+    outside the folder that patterns are relative to is not matched by them,
+    as a walk never meets it. ``.gitignore`` files are not read: they say
+    what git tracks, and an open file is one the user chose."""
+    path = path.absolute()
+    root = (exclude_root or Path.cwd()).absolute()
+    spec = _spec([*DEFAULT_EXCLUDES, *excludes])
+    for depth, item in enumerate([path, *path.parents][:-1]):
+        is_dir = depth > 0
+        if _matches(spec, item, root, is_dir):
+            return True
+        configured = _configured_excludes(item.parent)
+        if configured is not None and _matches(configured[1], item, configured[0], is_dir):
+            return True
+    return False
+
+
+def _matches(spec: pathspec.PathSpec, path: Path, root: Path, is_dir: bool) -> bool:
+    try:
+        rel = path.relative_to(root).as_posix()
+    except ValueError:
+        return False
+    return bool(spec.match_file(rel + ("/" if is_dir else ""))) or bool(spec.match_file(rel))

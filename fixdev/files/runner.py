@@ -18,7 +18,7 @@ from fixdev.engine.findings import Finding
 from fixdev.files.notebook import CellError, Notebook, NotebookError, is_notebook
 from fixdev.files.notebook import decode as decode_notebook
 from fixdev.engine.registry import SelectionError
-from fixdev.engine.source import Source, SourceError
+from fixdev.engine.source import Source, SourceError, SyntaxLocation
 from fixdev.files.writer import WriteError, write_atomic
 
 
@@ -50,6 +50,7 @@ class FileResult:
     code: str | None = None
     fixed_code: str | None = None
     cell_errors: list[CellError] = field(default_factory=list)  # cells left out; the others were processed
+    syntax_error: SyntaxLocation | None = None  # where ``error`` is, when a parser refused the text
 
     @property
     def findings_text(self) -> str:
@@ -169,8 +170,8 @@ def process_text(
                 if notebook is not None:
                     _fill_notebook(result, notebook)
                 return result
-            if isinstance(cached, tuple) and len(cached) == 2 and cached[0] == SYNTAX_ERROR:
-                result.error = cached[1]
+            if isinstance(cached, tuple) and len(cached) == 3 and cached[0] == SYNTAX_ERROR:
+                result.error, result.syntax_error = cached[1], cached[2]
                 return result
         if cache_only:
             return None
@@ -197,11 +198,11 @@ def process_text(
         where = settings.source if settings is not None and settings.source is not None else "fixdev"
         result.error, result.error_is_config = f"{where}: error: with the command-line flags, {exc}", True
     except SourceError as exc:
-        result.error = str(exc)
+        result.error, result.syntax_error = str(exc), exc.syntax
         if entry is not None:
             # The text's own fault, the same next time (the key holds the
             # parsers' versions): a warm run does not parse it, or load libcst, again.
-            cache.store(entry, (SYNTAX_ERROR, result.error))
+            cache.store(entry, (SYNTAX_ERROR, result.error, result.syntax_error))
     except RecursionError:
         result.error = "code is nested too deeply to analyse"
     except Exception as exc:  # a bug in a rule must cost one file, not the run

@@ -91,12 +91,7 @@ def _explain(value: Optional[str]) -> None:
             rule = find_rule(value)
         except SelectionError as exc:
             _fail(str(exc))
-        typer.echo(f"# {rule.code} {rule.name}\n\n{rule.message}.\n\nFix: {'available' if rule.fixable() else 'none (reported only)'}\n")
-        typer.echo(rule.doc())
-        if rule.options:
-            typer.echo("\n## Options ([tool.fixdev.rules.%s])" % rule.name)
-            for key, option in rule.options.items():
-                typer.echo(f"- `{key}` ({option.type.__name__}, default {option.default!r}): {option.help}")
+        typer.echo(rule.explanation())
         raise typer.Exit()
 
 

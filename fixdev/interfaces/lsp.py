@@ -12,32 +12,40 @@ the text with the notebook as ``--apply`` would write it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from fixdev import __version__
 from fixdev.engine.findings import Finding, apply_edits
 from fixdev.files.notebook import CellIndex, Notebook, NotebookError, is_notebook, split_code, synthetic
 from fixdev.files.runner import FileResult, Mode, Overrides, process_text
-from fixdev.engine.source import LineIndex, Source
+from fixdev.engine.noqa import noqa_edit
+from fixdev.engine.registry import find_rule
+from fixdev.engine.source import LineIndex, Source, SyntaxLocation
+from fixdev.files.discovery import force_excluded
+from fixdev.interfaces.lsp_text import Positions, apply_change
 
 FIX_ALL = "source.fixAll.fixdev"
 NOTEBOOK_FIX_ALL = "notebook.source.fixAll.fixdev"  # VS Code's notebook.codeActionsOnSave asks for notebook.source.*
 
 
-def _utf16_position(text: str, index: LineIndex, offset: int):
-    """LSP positions count UTF-16 code units, 0-based."""
+@lru_cache(maxsize=16)  # one text's index serves all its diagnostics and edits
+def _positions(text: str, encoding: str) -> Positions:
+    return Positions(text, encoding)
+
+
+def _range(text: str, encoding: str, start: int, end: int):
+    """The LSP range of a span of ``text``, in the negotiated encoding."""
     from lsprotocol import types as lsp
 
-    line, column = index.position(offset)
-    start = index.starts[line - 1]
-    prefix = text[start : start + column - 1]
-    return lsp.Position(line=line - 1, character=len(prefix.encode("utf-16-le")) // 2)
+    positions = _positions(text, encoding)
+    (line, character), (end_line, end_character) = positions.position(start), positions.position(end)
+    return lsp.Range(start=lsp.Position(line=line, character=character), end=lsp.Position(line=end_line, character=end_character))
 
 
-def _range(text: str, index: LineIndex, start: int, end: int):
-    from lsprotocol import types as lsp
-
-    return lsp.Range(start=_utf16_position(text, index, start), end=_utf16_position(text, index, end))
+def _span(text: str, encoding: str, range_) -> tuple[int, int]:
+    """The offsets in ``text`` of an LSP range the client sent."""
+    return _positions(text, encoding).span((range_.start.line, range_.start.character), (range_.end.line, range_.end.character))
 
 
 @dataclass(frozen=True)
@@ -103,10 +111,53 @@ def serve() -> None:
     server = LanguageServer(
         "fixdev",
         __version__,
+        # The editor sends whole texts: pygls's incremental edits split lines
+        # with str.splitlines (at form feeds and U+2028 too, which end no LSP
+        # line) and would land a line early after one.
+        text_document_sync_kind=lsp.TextDocumentSyncKind.Full,
         notebook_document_sync=lsp.NotebookDocumentSyncOptions(
             notebook_selector=[lsp.NotebookDocumentFilterWithCells(cells=[lsp.NotebookCellLanguage(language="python")], notebook="jupyter-notebook")]
         ),
     )
+    # The editor's text of each open document and notebook cell, kept here
+    # rather than read from pygls: a notebook's cell changes may still come as
+    # ranges (the document sync kind is not theirs), applied by apply_change
+    # with LSP's line breaks.
+    texts: dict[str, str] = {}
+    results: dict[tuple[str, Mode], tuple[str, FileResult | None]] = {}  # the last analysis of each document's text
+
+    def encoding() -> str:
+        """The position encoding pygls chose from the client's offered list
+        (the client's first it knows; UTF-16 when it offers none)."""
+        return getattr(server.workspace, "position_encoding", None) or lsp.PositionEncodingKind.Utf16
+
+    def text_of(uri: str) -> str:
+        if uri in texts:
+            return texts[uri]
+        return server.workspace.get_text_document(uri).source  # not open: pygls reads the file
+
+    def change(uri: str, changes) -> None:
+        text = text_of(uri)
+        for event in changes:
+            where = getattr(event, "range", None)
+            if where is not None:
+                where = ((where.start.line, where.start.character), (where.end.line, where.end.character))
+            text = apply_change(text, event.text, where, encoding())
+        texts[uri] = text
+
+    def path_of(uri: str) -> Path | None:
+        path = to_fs_path(uri)
+        return Path(path) if path else None
+
+    def excluded(path: Path | None) -> bool:
+        """``[tool.fixdev] exclude`` and the default excludes, as a walk of the
+        workspace would apply them (a file outside it: the default excludes
+        match any folder above it, site-packages among them)."""
+        if path is None:
+            return False
+        root = server.workspace.root_path if server.workspace is not None else None
+        anchor = Path(root) if root and Path(path).absolute().is_relative_to(Path(root).absolute()) else Path(Path(path).absolute().anchor)
+        return force_excluded(path, anchor)
 
     def warn(path: Path, error: str) -> None:
         server.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"fixdev: {path}: {error}"))
@@ -120,9 +171,22 @@ def serve() -> None:
         return result
 
     def analyse(uri: str, mode: Mode) -> FileResult | None:
-        document = server.workspace.get_text_document(uri)
-        path = Path(document.path) if document.path else Path("untitled.py")
-        return checked(path, process_text(path, Source.from_text(document.source), mode, Overrides()))
+        """The result for a document, None when there is nothing to show (an
+        excluded file, an error told in the log). A syntax error is kept: it
+        is shown as a diagnostic, as Ruff shows one."""
+        path = path_of(uri)
+        if excluded(path):
+            return None
+        text = text_of(uri)
+        cached = results.get((uri, mode))
+        if cached is not None and cached[0] == text:
+            return cached[1]
+        path = path or Path("untitled.py")
+        result = process_text(path, Source.from_text(text), mode, Overrides())
+        if not (result.error and result.syntax_error is not None and not is_notebook(path)):
+            result = checked(path, result)
+        results[(uri, mode)] = (text, result)
+        return result
 
     def notebook_of(uri: str):
         """The notebook document ``uri`` names, or the one holding cell ``uri``."""
@@ -136,12 +200,14 @@ def serve() -> None:
                 kind = "markdown"
             else:  # a cell in another language (SQL, R) is no Python: kept for the numbering only
                 kind = "code" if document.language_id in (None, "python") else "raw"
-            cells.append((kind, _Cell(cell.document, document.source)))
+            cells.append((kind, _Cell(cell.document, text_of(cell.document))))
         return cells
 
     def analyse_notebook(notebook, mode: Mode) -> _Placement | None:
-        cells = cells_of(notebook)
         path = Path(to_fs_path(notebook.uri) or "untitled.ipynb")
+        if excluded(path):
+            return None
+        cells = cells_of(notebook)
         if not is_notebook(path):
             path = path.with_name(path.name + ".ipynb")
         source = Source.from_text(synthetic([(kind, cell.text) for kind, cell in cells]))
@@ -153,22 +219,22 @@ def serve() -> None:
         if notebook is not None:
             return analyse_notebook(notebook, mode)
         result = analyse(uri, mode)
-        if result is None:
+        if result is None or result.error:
             return None
         try:
-            return _Placement(uri, server.workspace.get_text_document(uri).source, result)
+            return _Placement(uri, text_of(uri), result)
         except NotebookError:
             return None
 
-    def text_edits(changes: dict[str, list[tuple[int, int, str]]], texts: dict[str, str]) -> dict:
-        return {
-            uri: [lsp.TextEdit(range=_range(texts[uri], LineIndex(texts[uri]), start, end), new_text=content) for start, end, content in edits]
-            for uri, edits in changes.items()
-        }
+    def text_edit(text: str, start: int, end: int, content: str):
+        return lsp.TextEdit(range=_range(text, encoding(), start, end), new_text=content)
 
-    def diagnostic(text: str, index: LineIndex, finding: Finding, start: int | None = None, end: int | None = None):
+    def text_edits(changes: dict[str, list[tuple[int, int, str]]], texts: dict[str, str]) -> dict:
+        return {uri: [text_edit(texts[uri], start, end, content) for start, end, content in edits] for uri, edits in changes.items()}
+
+    def diagnostic(text: str, finding: Finding, start: int | None = None, end: int | None = None):
         return lsp.Diagnostic(
-            range=_range(text, index, finding.start if start is None else start, finding.end if end is None else end),
+            range=_range(text, encoding(), finding.start if start is None else start, finding.end if end is None else end),
             message=finding.message,
             severity=lsp.DiagnosticSeverity.Warning,
             code=finding.code,
@@ -176,22 +242,29 @@ def serve() -> None:
             data={"name": finding.name, "fixable": finding.fix is not None},
         )
 
+    def syntax_diagnostic(text: str, where: SyntaxLocation):
+        positions = _positions(text, encoding())
+        start, end = positions.at_column(where.line, where.column), positions.at_column(where.end_line, where.end_column)
+        return lsp.Diagnostic(
+            range=_range(text, encoding(), start, max(start, end)),
+            message=f"SyntaxError: {where.reason}",
+            severity=lsp.DiagnosticSeverity.Error,
+            source="fixdev",
+        )
+
     def publish(uri: str) -> None:
         notebook = notebook_of(uri)
         if notebook is not None:
             return publish_notebook(notebook)
+        text = text_of(uri)
         if is_notebook(Path(uri)):
-            found = placement(uri, Mode.CHECK)
-            text = server.workspace.get_text_document(uri).source
-            diagnostics = []
-            for finding, (_, _, start, end) in placed(found):
-                diagnostics.append(diagnostic(text, LineIndex(text), finding, start, end))
+            diagnostics = [diagnostic(text, finding, start, end) for finding, (_, _, start, end) in placed(placement(uri, Mode.CHECK))]
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
             return
         result = analyse(uri, Mode.CHECK)
-        text = server.workspace.get_text_document(uri).source
-        index = LineIndex(text)
-        diagnostics = [diagnostic(text, index, f) for f in result.findings] if result else []
+        diagnostics = [diagnostic(text, f) for f in result.findings] if result else []
+        if result is not None and result.syntax_error is not None:
+            diagnostics.append(syntax_diagnostic(text, result.syntax_error))
         server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
 
     def placed(found: _Placement | None):
@@ -209,19 +282,27 @@ def serve() -> None:
         found = analyse_notebook(notebook, Mode.CHECK)
         per_cell: dict[str, list] = {cell.document: [] for cell in notebook.cells}
         for finding, (uri, text, start, end) in placed(found):
-            per_cell.setdefault(uri, []).append(diagnostic(text, LineIndex(text), finding, start, end))
+            per_cell.setdefault(uri, []).append(diagnostic(text, finding, start, end))
         for uri, diagnostics in per_cell.items():
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
 
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
     def notebook_did_open(params: lsp.DidOpenNotebookDocumentParams) -> None:
+        for cell in params.cell_text_documents:
+            texts[cell.uri] = cell.text
         publish_notebook(notebook_of(params.notebook_document.uri))
 
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_CHANGE)
     def notebook_did_change(params: lsp.DidChangeNotebookDocumentParams) -> None:
-        notebook = notebook_of(params.notebook_document.uri)
-        publish_notebook(notebook)
-        structure = params.change.cells.structure if params.change.cells else None
+        cells = params.change.cells
+        structure = cells.structure if cells else None
+        for opened in (structure.did_open or []) if structure else []:
+            texts[opened.uri] = opened.text
+        for edited in (cells.text_content or []) if cells else []:
+            change(edited.document.uri, edited.changes)
+        for closed in (structure.did_close or []) if structure else []:
+            texts.pop(closed.uri, None)
+        publish_notebook(notebook_of(params.notebook_document.uri))
         for closed in (structure.did_close or []) if structure else []:  # a deleted cell keeps no diagnostics
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=closed.uri, diagnostics=[]))
 
@@ -232,14 +313,17 @@ def serve() -> None:
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_did_close(params: lsp.DidCloseNotebookDocumentParams) -> None:
         for cell in params.cell_text_documents:
+            texts.pop(cell.uri, None)
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=cell.uri, diagnostics=[]))
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
+        texts[params.text_document.uri] = params.text_document.text
         publish(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: lsp.DidChangeTextDocumentParams) -> None:
+        change(params.text_document.uri, params.content_changes)
         publish(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
@@ -248,7 +332,26 @@ def serve() -> None:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
-        server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+        uri = params.text_document.uri
+        texts.pop(uri, None)
+        for mode in Mode:
+            results.pop((uri, mode), None)
+        server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def quick_fix(finding: Finding, found, changes: dict) -> lsp.CodeAction:
+        return lsp.CodeAction(
+            title=f"{finding.fix.message} ({finding.code})", kind=lsp.CodeActionKind.QuickFix, diagnostics=[found], is_preferred=True, edit=lsp.WorkspaceEdit(changes=changes)
+        )
+
+    def disable(uri: str, text: str, finding: Finding, start: int, end: int, found, offered: set) -> list[lsp.CodeAction]:
+        """"Disable FDVxxx for this line": a ``# noqa: FDVxxx`` on the
+        finding's line, merged into one already there; once per line and code."""
+        edit = noqa_edit(text, start, end, finding.code)
+        if edit is None or (uri, finding.code, edit) in offered:
+            return []
+        offered.add((uri, finding.code, edit))
+        changes = {uri: [text_edit(text, edit.start, edit.end, edit.content)]}
+        return [lsp.CodeAction(title=f"Disable {finding.code} for this line", kind=lsp.CodeActionKind.QuickFix, diagnostics=[found], edit=lsp.WorkspaceEdit(changes=changes))]
 
     @server.feature(
         lsp.TEXT_DOCUMENT_CODE_ACTION,
@@ -259,33 +362,25 @@ def serve() -> None:
         if notebook_of(uri) is not None or is_notebook(Path(uri)):
             return notebook_actions(uri, params)
         result = analyse(uri, Mode.CHECK)
-        if result is None:
+        if result is None or result.error:
             return []
-        text = server.workspace.get_text_document(uri).source
-        index = LineIndex(text)
+        text = text_of(uri)
+        asked = _span(text, encoding(), params.range)
         wanted = params.context.only
-        actions = []
+        actions: list[lsp.CodeAction] = []
+        offered: set = set()
         if _wanted(lsp.CodeActionKind.QuickFix, wanted):
             for finding in result.findings:
-                if finding.fix is None:
+                if not _touches((finding.start, finding.end), asked):
                     continue
-                found = diagnostic(text, index, finding)
-                if not _overlaps(found.range, params.range):
-                    continue
-                edits = [lsp.TextEdit(range=_range(text, index, e.start, e.end), new_text=e.content) for e in finding.fix.edits]
-                actions.append(
-                    lsp.CodeAction(
-                        title=f"{finding.fix.message} ({finding.code})",
-                        kind=lsp.CodeActionKind.QuickFix,
-                        diagnostics=[found],
-                        is_preferred=True,
-                        edit=lsp.WorkspaceEdit(changes={uri: edits}),
-                    )
-                )
+                found = diagnostic(text, finding)
+                if finding.fix is not None:
+                    actions.append(quick_fix(finding, found, {uri: [text_edit(text, e.start, e.end, e.content) for e in finding.fix.edits]}))
+                actions.extend(disable(uri, text, finding, finding.start, finding.end, found, offered))
         if _wanted(FIX_ALL, wanted):
             fixed = analyse(uri, Mode.DIFF)
             if fixed is not None and fixed.fixed is not None:
-                whole = lsp.TextEdit(range=_range(text, index, 0, len(text)), new_text=fixed.fixed)
+                whole = text_edit(text, 0, len(text), fixed.fixed)
                 actions.append(lsp.CodeAction(title="fixdev: fix all device bugs", kind=FIX_ALL, edit=lsp.WorkspaceEdit(changes={uri: [whole]})))
         return actions
 
@@ -296,27 +391,24 @@ def serve() -> None:
         found = placement(uri, Mode.CHECK)
         if found is None:
             return []
-        texts = {cell.uri: cell.text for cell in found.cells} if found.cells is not None else {found.uri: found.text}
+        texts_now = {cell.uri: cell.text for cell in found.cells} if found.cells is not None else {found.uri: found.text}
         wanted = params.context.only
-        actions = []
+        actions: list[lsp.CodeAction] = []
+        offered: set = set()
         if _wanted(lsp.CodeActionKind.QuickFix, wanted):
             for finding, (where, text, start, end) in placed(found):
-                found_diagnostic = diagnostic(text, LineIndex(text), finding, start, end)
-                if finding.fix is None or where != uri or not _overlaps(found_diagnostic.range, params.range):
+                if where != uri or not _touches((start, end), _span(text, encoding(), params.range)):
                     continue
-                try:
-                    changes = found.edits(apply_edits(found.result.code, finding.fix.edits))
-                except NotebookError:
-                    continue
-                actions.append(
-                    lsp.CodeAction(
-                        title=f"{finding.fix.message} ({finding.code})",
-                        kind=lsp.CodeActionKind.QuickFix,
-                        diagnostics=[found_diagnostic],
-                        is_preferred=True,
-                        edit=lsp.WorkspaceEdit(changes=text_edits(changes, texts)),
-                    )
-                )
+                found_diagnostic = diagnostic(text, finding, start, end)
+                if finding.fix is not None:
+                    try:
+                        changes = found.edits(apply_edits(found.result.code, finding.fix.edits))
+                    except NotebookError:
+                        changes = None
+                    if changes is not None:
+                        actions.append(quick_fix(finding, found_diagnostic, text_edits(changes, texts_now)))
+                if found.cells is not None:  # a cell is Python text; in a notebook's JSON the comment would go inside a string
+                    actions.extend(disable(where, text, finding, start, end, found_diagnostic, offered))
         kinds = [FIX_ALL] if _wanted(FIX_ALL, wanted) else []
         if wanted and _wanted(NOTEBOOK_FIX_ALL, wanted):  # asked by name only: one fix-all in a light bulb is enough
             kinds.append(NOTEBOOK_FIX_ALL)
@@ -327,8 +419,30 @@ def serve() -> None:
             if fixed is not None and fixed.result.fixed_code is not None and fixed.result.fixed is not None:
                 changes = fixed.edits(fixed.result.fixed_code)
                 for kind in kinds if changes else ():
-                    actions.append(lsp.CodeAction(title="fixdev: fix all device bugs", kind=kind, edit=lsp.WorkspaceEdit(changes=text_edits(changes, texts))))
+                    actions.append(lsp.CodeAction(title="fixdev: fix all device bugs", kind=kind, edit=lsp.WorkspaceEdit(changes=text_edits(changes, texts_now))))
         return actions
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def hover(params: lsp.HoverParams) -> lsp.Hover | None:
+        """The documentation of each rule reported where the pointer is, as
+        ``fixdev --explain`` prints it (from the rule class)."""
+        uri = params.text_document.uri
+        if notebook_of(uri) is not None or is_notebook(Path(uri)):
+            spans = [(finding, text, start, end) for finding, (where, text, start, end) in placed(placement(uri, Mode.CHECK)) if where == uri]
+        else:
+            result = analyse(uri, Mode.CHECK)
+            spans = [(finding, text_of(uri), finding.start, finding.end) for finding in (result.findings if result else [])]
+        if not spans:
+            return None
+        text = spans[0][1]
+        at = _positions(text, encoding()).offset(params.position.line, params.position.character)
+        under = [(finding, start, end) for finding, _, start, end in spans if start <= at < end or start == end == at]
+        if not under:
+            return None
+        codes = list(dict.fromkeys(finding.code for finding, _, _ in under))
+        value = "\n\n---\n\n".join(find_rule(code).explanation() for code in codes)
+        _, start, end = under[0]
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=value), range=_range(text, encoding(), start, end))
 
     server.start_io()
 
@@ -344,8 +458,7 @@ def _wanted(kind: str, only) -> bool:
     return not only or any(kind == plain(asked) or kind.startswith(plain(asked) + ".") for asked in only)
 
 
-def _overlaps(a, b) -> bool:
-    def key(position):
-        return (position.line, position.character)
-
-    return key(a.start) <= key(b.end) and key(b.start) <= key(a.end)
+def _touches(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Two spans of offsets overlap or touch: a cursor just after a finding
+    (an empty range at its end) still asks for its fixes."""
+    return a[0] <= b[1] and b[0] <= a[1]
