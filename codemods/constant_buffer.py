@@ -56,7 +56,9 @@ class ConstantBuffer(Rule):
     checkpoints still load with `strict=True` (set the rule option
     `persistent = true` to save the buffer in state dicts instead; old
     checkpoints then miss the key). Float buffers now follow `.half()` and
-    `.double()` casts of the module, as parameters do.
+    `.double()` casts of the module, as parameters do. So the fix is unsafe
+    (applied with `--unsafe-fixes`): a module cast to half precision now casts
+    the constant too.
 
     ## When it stays silent
     When `NAME` is set anywhere else in the class to anything that is not
@@ -73,6 +75,7 @@ class ConstantBuffer(Rule):
     """
 
     code = "FDV103"
+    fix_applicability = "unsafe"  # the buffer follows .half(): see Fix safety
     name = "constant-buffer"
     group = "mismatch"
     message = "Tensor stored as a plain attribute does not follow `.to(device)`; register it as a buffer"

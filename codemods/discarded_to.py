@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from fixdev.analysis.flow import Value
 
 CONVERSIONS = frozenset({"to", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool"})
+MOVES_ONLY = frozenset({"cpu", "cuda"})  # conversions that change only the device
 
 
 class DiscardedTo(Rule):
@@ -50,7 +51,10 @@ class DiscardedTo(Rule):
     ## Fix safety
     `x` now holds the moved or converted tensor, which is what the statement
     meant; code after it that relied on `x` staying where it was (there should
-    be none) sees the new tensor.
+    be none) sees the new tensor. The fix is safe for a move (`.cpu()`,
+    `.to(device)`, `.to(x.device)`); for a conversion that changes the dtype
+    (`.half()`, `.float()`, `.to(torch.float16)`, `.to(device, dtype)`) it is
+    unsafe: the values after it change too (applied with `--unsafe-fixes`).
 
     ## When it stays silent
     For modules (`model.to(device)` and `self.to(device)` are correct: modules
@@ -122,7 +126,8 @@ class DiscardedTo(Rule):
         if value.what is not What.TENSOR and not self._follows_tensor_parameters(value, call):
             return
         target = self.code_of(receiver)
-        self.report(call, fix=[self.insert(self.span(call)[0], f"{target} = ")], fix_message=f"Assign the result back to `{target}`")
+        fix = [self.insert(self.span(call)[0], f"{target} = ")]
+        self.report(call, fix=fix, fix_message=f"Assign the result back to `{target}`", unsafe=not _moves_only(call))
 
     def _is_layer_weight(self, receiver: cst.BaseExpression) -> bool:
         """``<module>.weight`` / ``.bias``: a parameter of a layer."""
@@ -137,3 +142,16 @@ class DiscardedTo(Rule):
         func = analysis.of(self).enclosing(call, cst.FunctionDef)
         params = analysis.tensor_parameters(self, func) if func is not None else []
         return all(type(p) is SameAs and p.text in params for p in value.placements)
+
+
+def _moves_only(call: cst.Call) -> bool:
+    """``x.cpu()`` or ``x.to(d)`` with a single argument that is not a dtype
+    (``torch.float16``, ``x.dtype``): the fix then changes only the device."""
+    method = call.func.attr.value
+    if method in MOVES_ONLY:
+        return True
+    if method != "to" or len(call.args) != 1 or call.args[0].keyword not in (None,) and call.args[0].keyword.value != "device":
+        return False
+    value = call.args[0].value
+    spelled = analysis.last_name(value)
+    return spelled not in ("dtype",) and not (spelled or "").startswith(("float", "half", "bfloat", "int", "long", "bool", "double", "complex", "uint"))

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 # Factories that take device=; from_numpy and the _like twins do not need it.
 FACTORIES = analysis.TENSOR_FACTORIES - {"torch.from_numpy"}
 SHORT_NAMES = {name.split(".")[-1] for name in FACTORIES}
+# Factories that draw random numbers: with `device=` they draw from the
+# device's generator, so the same seed gives other values (an unsafe fix).
+RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm"})
 MAX_HOPS = 4  # local variables followed from a factory to where it is used
 # Methods that take a tensor from any device: buffer.copy_(cpu_tensor) is legal.
 CROSS_DEVICE_METHODS = frozenset({"copy_"})
@@ -75,7 +78,10 @@ class FactoryDevice(Rule):
     ```
 
     ## Fix safety
-    Only the device changes: dtype, values and shape are as before.
+    Only the device changes: dtype, values and shape are as before. For the
+    random factories (`rand`, `randn`, `randint`, `randperm`) the fix is
+    unsafe: on a GPU they now draw from the device's generator, so a seeded
+    run gives other numbers than before (applied with `--unsafe-fixes`).
 
     ## When it stays silent
     When `device=` is given; when the result is moved at once (`.to(...)`,
@@ -199,7 +205,7 @@ class FactoryDevice(Rule):
                     self.report(call, "Tensor made on the CPU meets a tensor on a device, and no device is in reach for `device=`")
                     continue
                 new_call = analysis.with_keyword_argument(call, "device", device)
-                self.report(call, fix=[self.replace(call, new_call)], fix_message=f"Add `device={device}`")
+                self.report(call, fix=[self.replace(call, new_call)], fix_message=f"Add `device={device}`", unsafe=_draws(call))
 
     @staticmethod
     def _bound_device(facts: "analysis.FileAnalysis", statement: cst.CSTNode | None, device: str | None) -> str | None:
@@ -258,7 +264,7 @@ class FactoryDevice(Rule):
                 self.report(node, "Tensor made on the CPU is passed beside tensors made on a device, and that device is not in reach for `device=`")
                 return
             new_call = analysis.with_keyword_argument(node, "device", sibling)
-            self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={sibling}`")
+            self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={sibling}`", unsafe=_draws(node))
             return
         if analysis.last_name(node.func) not in SHORT_NAMES or analysis.keyword(node, "device") is not None:
             return
@@ -285,7 +291,7 @@ class FactoryDevice(Rule):
             self.report(node, "Tensor made on the CPU meets a tensor on the model's device, and no tensor is at hand for `device=`")
             return
         new_call = analysis.with_keyword_argument(node, "device", f"{tensor}.device")
-        self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={tensor}.device`")
+        self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={tensor}.device`", unsafe=_draws(node))
 
     def _device_source(self, met: ast.expr | None, func: cst.FunctionDef) -> str | None:
         """The tensor whose ``.device`` to use: the one met, when it is sure to
@@ -433,3 +439,8 @@ def _uses_after(name: str, assign: ast.Assign, method: ast.FunctionDef) -> list[
         stack.extend(ast.iter_child_nodes(node))
     stop = min(rebinds, default=(method.end_lineno, method.end_col_offset))
     return sorted((node for node in names if start < (node.lineno, node.col_offset) < stop), key=lambda n: (n.lineno, n.col_offset))
+
+
+def _draws(call: cst.Call) -> bool:
+    """Whether the factory draws random numbers (its fix is then unsafe)."""
+    return analysis.last_name(call.func) in RANDOM_FACTORIES

@@ -62,6 +62,9 @@ class LikeFactory(Rule):
     given (it is kept): `torch.ones(x.shape)` is always float32, but
     `torch.ones_like(x)` is int64 when `x` is. `torch.rand_like` and
     `torch.randn_like` raise on integer or bool `x`. Every other argument is kept.
+    So the fix is unsafe (applied with `--unsafe-fixes`) unless `dtype=` is
+    given and the factory draws nothing: `rand*_like` on a GPU draws from the
+    device's generator, so a seeded run gives other numbers.
 
     ## When it stays silent
     When `x` is not a plain name or attribute chain (evaluating a call once
@@ -154,7 +157,11 @@ class LikeFactory(Rule):
             new_func = cst.parse_expression(spelling)
         new_args = [cst.Arg(owner), *before, *after]
         new_call = node.with_changes(func=new_func, args=_comma_separated(new_args))
-        self.report(node, fix=[self.replace(node, new_call), *import_edits], fix_message=f"Use `{twin}`")
+        # Safe only when nothing but the device can change: the dtype is given
+        # (kept) and nothing is drawn (the GPU's generator gives other numbers).
+        keeps_dtype = any(a.keyword is not None and a.keyword.value == "dtype" for a in node.args)
+        unsafe = not keeps_dtype or twin.startswith("rand")
+        self.report(node, fix=[self.replace(node, new_call), *import_edits], fix_message=f"Use `{twin}`", unsafe=unsafe)
 
 
 def _split_shape(factory: str, args: tuple[cst.Arg, ...]) -> tuple[cst.Arg, list[cst.Arg], list[cst.Arg]] | None:

@@ -34,11 +34,13 @@ def runs(tmp_path_factory):
         target.parent.mkdir(exist_ok=True)
         shutil.copyfile(before, target)
     originals = {p: p.read_bytes() for p in tree.rglob("*.py")}
-    diff = run_fixdev("--diff", ".", cwd=tree)
+    # Every fixture shows its rule's fix, safe or unsafe (tests/test_applicability.py
+    # checks that --apply alone leaves the unsafe ones).
+    diff = run_fixdev("--diff", "--unsafe-fixes", ".", cwd=tree)
     after_diff = {p: p.read_bytes() for p in tree.rglob("*.py")}
-    apply = run_fixdev("--apply", ".", cwd=tree)
+    apply = run_fixdev("--apply", "--unsafe-fixes", ".", cwd=tree)
     after_apply = {p: p.read_bytes() for p in tree.rglob("*.py")}
-    again = run_fixdev("--apply", ".", cwd=tree)
+    again = run_fixdev("--apply", "--unsafe-fixes", ".", cwd=tree)
     after_again = {p: p.read_bytes() for p in tree.rglob("*.py")}
     check = run_fixdev("--check", "--output-format", "concise", ".", cwd=tree)
     return dict(tree=tree, originals=originals, diff=diff, after_diff=after_diff, apply=apply,

@@ -25,7 +25,7 @@ def test_valid_example_is_not_flagged(rule, code):
 
 @pytest.mark.parametrize("rule, case", INVALID)
 def test_invalid_example_is_flagged_and_fixed(rule, case):
-    engine = Engine([rule])
+    engine = Engine([rule], unsafe_fixes=True)  # every example shows its fix, safe or not
     findings = engine.lint(case.code)
     assert findings, "expected a finding"
     assert all(f.code == rule.code for f in findings)

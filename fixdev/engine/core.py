@@ -197,8 +197,11 @@ Approver = Callable[[str, Finding], bool]
 
 
 class Engine:
-    def __init__(self, rules: Sequence[Any], options: Mapping[str, Mapping[str, Any]] | None = None, ignored_codes: Iterable[str] = ()) -> None:
+    def __init__(
+        self, rules: Sequence[Any], options: Mapping[str, Mapping[str, Any]] | None = None, ignored_codes: Iterable[str] = (), unsafe_fixes: bool = False,
+    ) -> None:
         ignored = set(ignored_codes)
+        self.unsafe_fixes = unsafe_fixes  # apply fixes that may change more than the device
         # Rules may come as classes or as registry table entries (RuleInfo).
         self.rules = tuple(load(rule) for rule in rules if rule.code not in ignored)
         self.options = options or {}
@@ -277,7 +280,7 @@ class Engine:
             taken: list[Edit] = []
             chosen: list[Finding] = []
             for finding in findings:
-                if finding.fix is None:
+                if finding.fix is None or not (finding.fix.safe or self.unsafe_fixes):
                     continue
                 original = _in_original(finding, rounds)
                 key = (finding.code, original.start, original.end)

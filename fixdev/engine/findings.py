@@ -16,11 +16,23 @@ class Edit:
     content: str
 
 
+SAFE = "safe"  # only the device changes: --apply applies it
+UNSAFE = "unsafe"  # something else may change too (dtype, RNG stream, state-dict keys, aliasing): --unsafe-fixes
+APPLICABILITIES = (SAFE, UNSAFE)
+
+
 @dataclass(frozen=True)
 class Fix:
+    """Edits that fix one finding, and whether applying them can change more
+    than the device (Ruff's applicability: ``safe`` or ``unsafe``)."""
+
     edits: tuple[Edit, ...]
     message: str
-    applicability: str = "safe"
+    applicability: str = SAFE
+
+    @property
+    def safe(self) -> bool:
+        return self.applicability == SAFE
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from libcst import BatchableCSTVisitor
 from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvider, QualifiedNameSource
 from libcst.metadata import ByteSpanPositionProvider
 
-from fixdev.engine.findings import Edit, Finding, Fix  # noqa: F401 - rules build these
+from fixdev.engine.findings import SAFE, UNSAFE, Edit, Finding, Fix  # noqa: F401 - rules build these
 from fixdev.engine.source import line_start
 from fixdev.engine.spans import StatementSpans, char_spans, inside_block
 
@@ -473,6 +473,9 @@ class Rule(BatchableCSTVisitor):
     # that no enabled rule matches is never parsed by libcst.
     trigger: ClassVar[str | tuple[str, ...]]  # a tuple: all must match
     options: ClassVar[Mapping[str, Option]] = {}
+    # Whether the rule's fixes may change more than the device (its docstring's
+    # "Fix safety" says what); a report can say otherwise for one fix.
+    fix_applicability: ClassVar[str] = "safe"
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
 
@@ -523,13 +526,20 @@ class Rule(BatchableCSTVisitor):
 
     # -- reporting -----------------------------------------------------------
 
-    def report(self, node: cst.CSTNode, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "") -> None:
-        self.report_at(*self.span(node), message, fix=fix, fix_message=fix_message)
+    def report(
+        self, node: cst.CSTNode, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "", unsafe: bool | None = None,
+    ) -> None:
+        self.report_at(*self.span(node), message, fix=fix, fix_message=fix_message, unsafe=unsafe)
 
-    def report_at(self, start: int, end: int, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "") -> None:
+    def report_at(
+        self, start: int, end: int, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "", unsafe: bool | None = None,
+    ) -> None:
         """``report`` for a span of the text (character offsets), for rules
-        that find their sites through another tree than libcst's."""
+        that find their sites through another tree than libcst's. ``unsafe``:
+        whether this fix may change more than the device (None: the rule's
+        ``fix_applicability``)."""
         edits = tuple(sorted(set(fix)))
+        applicability = self.fix_applicability if unsafe is None else (UNSAFE if unsafe else SAFE)
         self.findings.append(
             Finding(
                 code=self.code,
@@ -537,7 +547,7 @@ class Rule(BatchableCSTVisitor):
                 message=message or self.message,
                 start=start,
                 end=end,
-                fix=Fix(edits, fix_message or message or self.message) if edits else None,
+                fix=Fix(edits, fix_message or message or self.message, applicability) if edits else None,
             )
         )
 

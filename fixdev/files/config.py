@@ -54,6 +54,7 @@ class Settings:
     extend_include: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     rule_options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    unsafe_fixes: bool = False  # apply fixes that may change more than the device, as Ruff's unsafe-fixes
     source: Path | None = None  # the pyproject.toml these came from
 
     def rules(self) -> tuple[type[registry.Rule], ...]:
@@ -97,7 +98,7 @@ def _rule_words(words: tuple[str, ...], key: str, where: Path) -> tuple[str, ...
     return words
 
 
-KEYS = ("select", "extend-select", "ignore", "exclude", "include", "extend-include", "per-file-ignores", "rules")
+KEYS = ("select", "extend-select", "ignore", "exclude", "include", "extend-include", "per-file-ignores", "unsafe-fixes", "rules")
 
 
 def parse_table(table: dict[str, Any], where: Path) -> Settings:
@@ -115,6 +116,10 @@ def parse_table(table: dict[str, Any], where: Path) -> Settings:
                 (glob, _rule_words(_string_list(words, f"per-file-ignores.{glob}", where), f"per-file-ignores.{glob}", where))
                 for glob, words in value.items()
             )
+        elif key == "unsafe-fixes":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: error: [tool.fixdev] unsafe-fixes must be true or false, not {type(value).__name__}")
+            values["unsafe_fixes"] = value
         elif key == "rules":
             values["rule_options"] = _parse_rule_options(value, where)
         else:

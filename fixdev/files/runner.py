@@ -73,10 +73,12 @@ class Overrides:
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool | None = None  # --unsafe-fixes / --no-unsafe-fixes
 
     def apply(self, settings: Settings) -> Settings:
         return settings.override(
             select=self.select,
+            unsafe_fixes=self.unsafe_fixes,
             extend_select=settings.extend_select + self.extend_select,
             ignore=settings.ignore + self.ignore,
         )
@@ -91,7 +93,7 @@ def engine_for(settings: Settings, path: Path) -> "Engine":
     ignored = frozenset(settings.ignored_for(path))
     key = (settings, ignored)
     if key not in _engines:
-        _engines[key] = Engine(settings.rules(), settings.options(), ignored)
+        _engines[key] = Engine(settings.rules(), settings.options(), ignored, settings.unsafe_fixes)
     return _engines[key]
 
 
@@ -129,7 +131,9 @@ def _selection(settings: Settings, path: Path) -> tuple:
     and how, as written: the rules themselves are covered by the cache's
     fingerprint of fixdev's code, so nothing needs to be imported to key."""
     per_file = tuple(words for pattern, words in settings.per_file_ignores if glob_matches(pattern, path, settings.root))
-    return (settings.select, settings.extend_select, settings.ignore, per_file, settings.rule_options)
+    # unsafe_fixes decides which fixes --apply and --diff apply (check mode
+    # reports the same either way, but one key per setting is simplest).
+    return (settings.select, settings.extend_select, settings.ignore, per_file, settings.rule_options, settings.unsafe_fixes)
 
 
 def settings_for(path: Path, overrides: Overrides) -> Settings:
