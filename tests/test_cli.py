@@ -394,3 +394,71 @@ def test_workers_take_the_largest_files_first_and_report_in_path_order(tmp_path,
     lines = two.stdout.decode().splitlines()
     assert [line.split(":")[0] for line in lines] == [f"m{i:02}.py" for i in range(12)]
     assert two.stdout == one.stdout and two.returncode == one.returncode == 1
+
+
+# Issue 26 item 3: unreadable paths named on the command line.
+def _unprivileged(root: Path) -> list[str]:
+    """A command prefix under which permission bits bind, so the test can fail.
+
+    As root they do not: run as nobody when nobody can run fixdev with this
+    interpreter, else (its packages under root's 0700 home) stay root without
+    the two capabilities that let root ignore them. Never skipped: a missing
+    setpriv fails the test."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+    import subprocess
+    import sys
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("setpriv (util-linux) is needed to test unreadable paths as root")
+    nobody = [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    if subprocess.run([*nobody, sys.executable, "-m", "fixdev", "--version"], capture_output=True).returncode == 0:
+        return nobody
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+def test_unreadable_paths_named_on_the_command_line_are_one_line_each(tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+
+    # World-readable, so that nobody can reach the readable files.
+    root = Path(tempfile.mkdtemp(prefix="fixdev-perm-"))
+    try:
+        root.chmod(0o755)
+        for name in ("ok.py", "locked/inside.py", "secret.py", "closed/a.py"):
+            (root / name).parent.mkdir(exist_ok=True)
+            (root / name).write_text(BUGGY)
+            (root / name).chmod(0o644)
+        for name in ("locked", "closed"):
+            (root / name).chmod(0o000)
+        (root / "secret.py").chmod(0o000)
+        prefix = _unprivileged(root)
+        control = subprocess.run([*prefix, sys.executable, "-c", f"open({str(root / 'secret.py')!r})"], capture_output=True)
+        assert control.returncode != 0 and b"PermissionError" in control.stderr, "the permission bits must bind"
+
+        def run(*paths: str) -> tuple[int, str, str]:
+            result = subprocess.run([*prefix, sys.executable, "-m", "fixdev", "--no-cache", "--output-format", "concise", *paths],
+                                    cwd=root, capture_output=True, env={**os.environ, "NO_COLOR": "1", "HOME": str(root)}, timeout=120)
+            return result.returncode, result.stdout.decode(), result.stderr.decode()
+
+        for paths, line in [(["locked/inside.py", "ok.py"], "locked/inside.py: error: cannot read: Permission denied"),
+                            (["ok.py", "secret.py"], "secret.py: error: cannot read: Permission denied"),
+                            (["closed", "ok.py"], "closed: error: cannot list directory: Permission denied")]:
+            code, out, err = run(*paths)
+            assert code == 2, (paths, err)
+            assert "Traceback" not in err and "Usage:" not in err and "Invalid value" not in err, err
+            assert [e for e in err.splitlines() if ": error: " in e] == [line]
+            assert out.startswith("ok.py:5:16: FDV101"), "the other path is still checked"
+        # The same lines a walked folder gets.
+        code, out, err = run(".")
+        assert code == 2 and "secret.py: error: cannot read: Permission denied" in err and "closed: error: cannot list directory" in err
+    finally:
+        for folder in ("locked", "closed"):
+            (root / folder).chmod(0o755)
+        import shutil
+
+        shutil.rmtree(root)

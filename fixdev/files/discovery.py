@@ -69,7 +69,9 @@ def _config_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
 
 def _repo_root(start: Path) -> Path | None:
     for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+        # os.path.exists, not Path.exists: a folder that cannot be searched
+        # holds no repository fixdev can read, rather than a traceback.
+        if os.path.exists(folder / ".git"):
             return folder
     return None
 
@@ -146,11 +148,18 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
         return True
 
     for given in paths:
-        if given.is_file():
+        try:
+            is_file, is_dir = given.is_file(), given.is_dir()
+        except OSError as exc:
+            # A path inside a folder that cannot be searched: stat itself is
+            # refused. One line, as a walked folder's unreadable file gets.
+            yield Missing(given, f"cannot read: {exc.strerror or exc}")
+            continue
+        if is_file:
             if first_time(given):
                 yield given
             continue
-        if not given.is_dir():
+        if not is_dir:
             reason = "no such file or directory" if not given.exists() and not given.is_symlink() else "not a file or directory"
             yield Missing(given, reason)
             continue

@@ -174,7 +174,9 @@ Exit codes:
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 def main_command(
-    paths: Optional[List[Path]] = typer.Argument(None, help="Files or folders to check (default: .). '-' reads stdin.", show_default=False, metavar="PATH..."),
+    # readable=False: click would end the whole run at an unreadable path;
+    # discovery and the runner report it as one line and go on with the rest.
+    paths: Optional[List[Path]] = typer.Argument(None, help="Files or folders to check (default: .). '-' reads stdin.", show_default=False, metavar="PATH...", readable=False),
     check: bool = typer.Option(False, "--check", help="Report findings, change nothing (the default)."),
     diff: bool = typer.Option(False, "--diff", help="Print the fixes as unified diffs, change nothing."),
     apply: bool = typer.Option(False, "--apply", help="Print each file's diff, then write the fixes."),
