@@ -462,3 +462,20 @@ def test_unreadable_paths_named_on_the_command_line_are_one_line_each(tmp_path):
         import shutil
 
         shutil.rmtree(root)
+
+
+# Issue 26 item 6: --force-exclude, as Ruff has it.
+def test_force_exclude_applies_exclude_to_named_paths(tmp_path, fixdev):
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["legacy/", "*_pb2.py"]\n')
+    for name in ("legacy/old.py", "m_pb2.py", "ok.py", "skip.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(BUGGY)
+    named = ("legacy/old.py", "m_pb2.py", "ok.py", "skip.py", "legacy")
+    plain = fixdev("--output-format", "concise", *named, cwd=tmp_path)
+    assert sorted({line.split(":")[0] for line in plain.stdout.decode().splitlines()}) == ["legacy/old.py", "m_pb2.py", "ok.py", "skip.py"]
+    forced = fixdev("--force-exclude", "--exclude", "skip.py", "--output-format", "concise", *named, cwd=tmp_path)
+    assert [line.split(":")[0] for line in forced.stdout.decode().splitlines()] == ["ok.py"] and forced.returncode == 1
+    # An editor piping an excluded file through --apply gets it back unchanged.
+    piped = fixdev("--force-exclude", "--apply", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode())
+    assert piped.returncode == 0 and piped.stdout == BUGGY.encode()
+    assert fixdev("--apply", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode()).stdout != BUGGY.encode()

@@ -19,7 +19,7 @@ from fixdev import __version__
 from fixdev.interfaces import output
 from fixdev.files import parallel
 from fixdev.files.config import ConfigError, nearest
-from fixdev.files.discovery import Missing, discover
+from fixdev.files.discovery import Missing, discover, force_excluded
 from fixdev.engine.findings import Finding, apply_edits
 from fixdev.engine.registry import SelectionError, all_rules, find_rule, matching
 from fixdev.files.runner import FileResult, Mode, Overrides, decode, process_file, process_text
@@ -185,6 +185,7 @@ def main_command(
     extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", metavar="RULES", help="Rules to add to the selection."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES", help="Rules to leave out."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
+    force_exclude: bool = typer.Option(False, "--force-exclude", help="Skip paths named on the command line (and --stdin-filename) that --exclude or [tool.fixdev] exclude match."),
     no_notebooks: bool = typer.Option(False, "--no-notebooks", help="Walk folders for Python files only, not Jupyter notebooks (.ipynb)."),
     output_format: Format = typer.Option(Format.full, "--output-format", metavar="FORMAT", help="full, concise, json, github or sarif."),
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin ('-')."),
@@ -232,7 +233,13 @@ def main_command(
     if any(str(p) == "-" for p in paths):
         if len(paths) > 1:
             _fail("'-' (stdin) cannot be combined with other paths")
-        raise typer.Exit(_run_stdin(Path(stdin_filename or "stdin.py"), mode, overrides, output_format, quiet, exit_zero, use_color))
+        name = Path(stdin_filename or "stdin.py")
+        if force_exclude and stdin_filename is not None and force_excluded(name, _words(exclude)):
+            # As Ruff does: an editor piping an excluded file gets it back as it was.
+            if mode is Mode.APPLY:
+                sys.stdout.buffer.write(sys.stdin.buffer.read())
+            raise typer.Exit(EXIT_CLEAN)
+        raise typer.Exit(_run_stdin(name, mode, overrides, output_format, quiet, exit_zero, use_color))
     if stdin_filename is not None:
         # Reading stdin only because a name was given would hang a run that
         # meant to scan folders; scanning them would ignore what was piped.
@@ -242,7 +249,7 @@ def main_command(
     results: list[FileResult] = []
     errors = 0
     printed_config_errors: set[str] = set()
-    found = list(discover(paths, _words(exclude), notebooks=not no_notebooks))
+    found = list(discover(paths, _words(exclude), notebooks=not no_notebooks, force_exclude=force_exclude))
     for item in found:
         if isinstance(item, Missing):
             typer.echo(f"{output.display(item.path)}: error: {item.message}", err=True)
