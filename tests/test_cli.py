@@ -479,3 +479,91 @@ def test_force_exclude_applies_exclude_to_named_paths(tmp_path, fixdev):
     piped = fixdev("--force-exclude", "--apply", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode())
     assert piped.returncode == 0 and piped.stdout == BUGGY.encode()
     assert fixdev("--apply", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode()).stdout != BUGGY.encode()
+
+
+def _interactive(cwd: Path, answers: list[bytes], *paths: str) -> tuple[int, str, str]:
+    """``fixdev --apply -i`` on a terminal, as a user runs it: the terminal is
+    its controlling one (so Ctrl-C, b"\\x03", interrupts it, and Ctrl-D,
+    b"\\x04", ends its input), and each answer is typed once a new prompt shows."""
+    import fcntl
+    import pty
+    import select
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+
+    def take_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--no-cache", "--apply", "-i", *paths], cwd=cwd, stdin=follower,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"}, preexec_fn=take_terminal)
+    os.close(follower)
+    out = b""
+    try:
+        for number, answer in enumerate(answers, 1):
+            while out.count(b"Apply this fix?") < number:
+                ready, _, _ = select.select([proc.stdout], [], [], 60)
+                chunk = os.read(proc.stdout.fileno(), 65536) if ready else b""
+                if not chunk:
+                    break  # finished (or silent for a minute): the asserts say what was missing
+                out += chunk
+            os.write(leader, answer)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, (out + rest).decode(), err.decode()
+
+
+TWO_FIXES = BUGGY + "\n\ndef g(y):\n    return y * torch.zeros(y.shape)\n"
+
+
+# Issue 26 item 7
+@pytest.mark.parametrize("key", [b"\x03", b"\x04"], ids=["ctrl-c", "ctrl-d"])
+def test_interactive_ctrl_c_or_ctrl_d_at_the_prompt_quits(tmp_path, key):
+    (tmp_path / "m.py").write_text(TWO_FIXES)
+    code, out, err = _interactive(tmp_path, [b"y\n", key], "m.py")
+    assert "internal error" not in err and "Traceback" not in err, err
+    assert code == 1, err  # quit: the fix not taken remains a finding
+    text = (tmp_path / "m.py").read_text()
+    assert "torch.ones_like(x)" in text and "torch.zeros(y.shape)" in text
+    assert "Fixed 1 finding in 1 file; 1 remaining." in err
+
+
+SHARED = """import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = nn.Linear(4, 2).to(device)
+loader = DataLoader([])
+criterion = nn.CrossEntropyLoss()
+for images, labels in loader:
+    output = model(images)
+    loss = criterion(output, labels)
+    mask = torch.ones(output.shape)
+    y = output.cuda()
+    z = loss.cuda()
+"""
+
+
+# Issue 26 item 8
+def test_interactive_asks_once_per_fix_and_the_summary_adds_up(tmp_path, fixdev):
+    (tmp_path / "train.py").write_text(SHARED)
+    found = json.loads(fixdev("--output-format", "json", "train.py", cwd=tmp_path).stdout)
+    assert [item["code"] for item in found] == ["FDV107", "FDV107", "FDV101", "FDV104", "FDV104"]
+    # y: the one fix both FDV107 findings share; a bad answer; Enter (no) for FDV101; a: both FDV104.
+    code, out, err = _interactive(tmp_path, [b"y\n", b"maybe\n", b"\n", b"a\n"], "train.py")
+    assert code == 1, err
+    assert out.count("FDV107 [unmoved-input]") == 1, out
+    assert out.count("Apply this fix? [y/N/a/q]") == 4, out  # y, maybe (asked again), Enter, a
+    assert "Answer y (apply it), n or Enter (skip it)" in out.split("Apply this fix?")[2], "the bad answer gets a hint"
+    assert "z = loss.to(device)" in out.split("Apply this fix?")[-1] and "Applied (a: all)." in out, "after a, the rest is shown"
+    text = (tmp_path / "train.py").read_text()
+    assert "images, labels = images.to(device), labels.to(device)" in text and "torch.ones(output.shape)" in text
+    assert "y = output.to(device)" in text and "z = loss.to(device)" in text
+    assert f"Fixed 4 findings in 1 file; 1 remaining." in err and 4 + 1 == len(found), err

@@ -135,27 +135,46 @@ class Progress:
 
 
 class Interaction:
-    """``--interactive``: asks about each fix, like ``git add -p``."""
+    """``--interactive``: asks about each fix, like ``git add -p``. Enter
+    means no: a fix is written only when asked for."""
+
+    PROMPT = "Apply this fix? [y/N/a/q]"
+    HINT = "Answer y (apply it), n or Enter (skip it), a (apply it and every fix after it) or q (skip it and every fix after it)."
+    ANSWERS = {"y": "y", "yes": "y", "n": "n", "no": "n", "": "n", "a": "a", "all": "a", "q": "q", "quit": "q"}
 
     def __init__(self, color: bool) -> None:
         self.color = color
         self.answer_all: bool | None = None  # True after [a]ll, False after [q]uit
 
     def __call__(self, path: Path, text: str, finding: Finding) -> bool:
-        if self.answer_all is not None:
-            return self.answer_all
+        if self.answer_all is False:
+            return False
         where = output.where(path, output.index_for(path, text), finding.start)
         typer.echo(f"{where}: {finding.code} [{finding.name}] {finding.fix.message}")
         typer.echo(output.code_diff(path, text, apply_edits(text, finding.fix.edits), self.color), nl=False, color=self.color)
-        while True:
-            answer = typer.prompt("Apply this fix? [y]es / [n]o / [a]ll / [q]uit", default="y", show_default=False).strip().lower()
-            if answer in ("y", "yes", "n", "no", "a", "all", "q", "quit"):
-                break
-        if answer.startswith("a"):
+        if self.answer_all:
+            typer.echo("Applied (a: all).")  # shown, so that the run's output says what was written
+            return True
+        answer = self._ask()
+        if answer == "a":
             self.answer_all = True
-        elif answer.startswith("q"):
+        elif answer == "q":
             self.answer_all = False
-        return answer[0] in "ya"
+        return answer in "ya"
+
+    def _ask(self) -> str:
+        while True:
+            try:
+                reply = typer.prompt(self.PROMPT, default="", show_default=False)
+            except (typer.Abort, EOFError, KeyboardInterrupt):
+                # Ctrl-C or Ctrl-D at the prompt: quit, as q does (the prompt
+                # turns both into Abort, which the runner would report as a bug).
+                typer.echo()
+                return "q"
+            answer = self.ANSWERS.get(reply.strip().lower())
+            if answer is not None:
+                return answer
+            typer.echo(self.HINT)
 
 
 EPILOG = """\b
