@@ -567,3 +567,16 @@ def test_interactive_asks_once_per_fix_and_the_summary_adds_up(tmp_path, fixdev)
     assert "images, labels = images.to(device), labels.to(device)" in text and "torch.ones(output.shape)" in text
     assert "y = output.to(device)" in text and "z = loss.to(device)" in text
     assert f"Fixed 4 findings in 1 file; 1 remaining." in err and 4 + 1 == len(found), err
+
+
+# Issue 26 item 14
+def test_the_size_limit_message_says_the_limit(tmp_path, fixdev):
+    from fixdev.files.runner import MAX_CHARACTERS
+
+    text = "x = 1\n" * (MAX_CHARACTERS // 6 + 1)
+    (tmp_path / "big.py").write_text(text)
+    result = fixdev("big.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines()[0] == (
+        f"big.py: error: file too large to analyse ({len(text):,} characters; the limit is {MAX_CHARACTERS:,} characters)"
+    )
