@@ -188,6 +188,11 @@ def is_host(device: str | None) -> bool:
     return device == "cpu"
 
 
+def short(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis, for sentences."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # ---------------------------------------------------------------------------
 # Reading the log
 # ---------------------------------------------------------------------------

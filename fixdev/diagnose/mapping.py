@@ -12,7 +12,7 @@ from typing import Iterable
 
 from fixdev.engine.source import Source, SourceError
 from fixdev.files.notebook import is_notebook
-from fixdev.diagnose.log import Frame, is_library, path_parts
+from fixdev.diagnose.log import Frame, is_library, path_parts, short
 
 @dataclass
 class Mapped:
@@ -166,10 +166,6 @@ class FileIndex:
 
 def same_code(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
-
-
-def short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def changed_lines(old: str, new: str) -> set[int]:

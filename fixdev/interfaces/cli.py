@@ -331,6 +331,7 @@ def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], m
             _fail("--probe takes no PATH: the file is in FILE:CLASS")
         return probing.run(probe, inputs, init, train, mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo)
     from fixdev.diagnose import traceback as tracebacks
+    from fixdev.diagnose.log import decode_log
 
     if log == "-":
         data = sys.stdin.buffer.read()
@@ -339,7 +340,7 @@ def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], m
             data = Path(log).read_bytes()
         except OSError as exc:
             _fail(f"cannot read the log {log}: {exc.strerror or exc}")
-    text = tracebacks.decode_log(data)
+    text = decode_log(data)
     return tracebacks.run(text, paths or [Path(".")], mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo, excludes)
 
 
