@@ -580,3 +580,19 @@ def test_the_size_limit_message_says_the_limit(tmp_path, fixdev):
     assert result.stderr.decode().splitlines()[0] == (
         f"big.py: error: file too large to analyse ({len(text):,} characters; the limit is {MAX_CHARACTERS:,} characters)"
     )
+
+
+# Issue 26 item 15: -q with --traceback --apply prints what -q prints for files.
+def test_quiet_traceback_apply_prints_no_diff_and_no_summary(tmp_path, fixdev):
+    import shutil
+
+    case = tmp_path / "case"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "traceback" / "backend_old", case)
+    before = (case / "train.py").read_text()
+    loud = fixdev("--traceback", "error.log", "--apply", ".", cwd=case)
+    assert loud.returncode == 0 and loud.stdout.decode().startswith("--- a/train.py") and "1 device error" in loud.stderr.decode()
+    (case / "train.py").write_text(before)
+    quiet = fixdev("--traceback", "error.log", "--apply", "-q", ".", cwd=case)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "features, target = features.to(device), target.to(device)" in (case / "train.py").read_text(), "still fixed"
+    assert quiet.stdout == b"" and quiet.stderr == b"", "the error was fixed: nothing remains to say"

@@ -359,12 +359,16 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
     else:
         job.fix(explained, write=False)
     to_err = mode != "check"
+    # -q with --apply, as for files: no diffs, and of the errors only those
+    # left unfixed (what remains to do), no summary.
+    quiet_apply = quiet and mode == "apply"
     if fmt == "json":
         echo(json.dumps(as_json(explained, job), indent=2))
     else:
         for item in explained:
-            echo(render_full(item, job) if fmt == "full" else render_concise(item, job), nl=False, err=to_err)
-        if fmt == "full":
+            if not (quiet_apply and item.status == "fixed"):
+                echo(render_full(item, job) if fmt == "full" else render_concise(item, job), nl=False, err=to_err)
+        if fmt == "full" and not quiet_apply:
             for path, entry in job.files.items():
                 if entry.fixed is not None:
                     echo(code_diff(path, entry.facts.text, entry.fixed, color), nl=False, color=color)
