@@ -596,3 +596,31 @@ def test_quiet_traceback_apply_prints_no_diff_and_no_summary(tmp_path, fixdev):
     assert quiet.returncode == 0, quiet.stderr
     assert "features, target = features.to(device), target.to(device)" in (case / "train.py").read_text(), "still fixed"
     assert quiet.stdout == b"" and quiet.stderr == b"", "the error was fixed: nothing remains to say"
+
+
+# Issue 26 item 17
+def test_help_shows_path_without_its_type(fixdev):
+    shown = fixdev("--help").stdout.decode()
+    assert "<list" not in shown and "PATH..." in shown
+    assert shown.splitlines()[0] == "Usage: fixdev [OPTIONS] [PATH]..."
+
+
+@pytest.mark.parametrize("words, line", [
+    (["--bogus"], "fixdev: error: no such option: --bogus (see fixdev --help)"),
+    (["--chek", "."], "fixdev: error: no such option: --chek; did you mean --check? (see fixdev --help)"),
+    (["--select"], "fixdev: error: option '--select' requires an argument"),
+])
+def test_a_usage_error_is_one_line_in_fixdevs_style(fixdev, words, line):
+    result = fixdev(*words)
+    assert result.returncode == 2 and result.stdout == b""
+    assert result.stderr.decode().splitlines() == [line]
+
+
+def test_explain_a_prefix_or_group_lists_its_rules(fixdev):
+    result = fixdev("--explain", "FDV1")
+    assert result.returncode == 0, result.stderr
+    codes = [line.split()[0] for line in result.stdout.decode().splitlines()[1:]]
+    assert codes == [rule.code for rule in all_rules() if rule.code.startswith("FDV1")] and len(codes) > 1
+    group = fixdev("--explain", "cuda-only").stdout.decode()
+    assert [line.split()[0] for line in group.splitlines()[1:]] == [rule.code for rule in all_rules() if rule.group == "cuda-only"]
+    assert fixdev("--explain", "FDV9").returncode == 2

@@ -69,19 +69,21 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _rule_lines(rules) -> list[str]:
+    width = max(len(rule.name) for rule in rules)
+    return [f"  {rule.code}  {'[*]' if rule.fixable() else '   '}  {rule.name:<{width}}  {rule.message}" for rule in rules]
+
+
 def _list_rules(value: bool) -> None:
     if value:
         from fixdev.engine.rule import GROUPS
 
         rules = all_rules()
-        width = max(len(rule.name) for rule in rules)
         for number, group in enumerate(dict.fromkeys([*GROUPS, *(rule.group for rule in rules)])):
             members = [rule for rule in rules if rule.group == group]
             if members:
                 typer.echo(f"{'' if number == 0 else chr(10)}{GROUPS.get(group, group)} ({group})")
-            for rule in members:
-                mark = "[*]" if rule.fixable() else "   "
-                typer.echo(f"  {rule.code}  {mark}  {rule.name:<{width}}  {rule.message}")
+                typer.echo("\n".join(_rule_lines(members)))
         raise typer.Exit()
 
 
@@ -90,7 +92,13 @@ def _explain(value: Optional[str]) -> None:
         try:
             rule = find_rule(value)
         except SelectionError as exc:
-            _fail(str(exc))
+            try:
+                rules = [info.load() for info in matching(value)]  # a prefix (FDV1) or a group: which rules it names
+            except SelectionError:
+                _fail(str(exc))
+            typer.echo(f"{value} names {len(rules)} rule{'s' if len(rules) != 1 else ''} (fixdev --explain CODE for one):")
+            typer.echo("\n".join(_rule_lines(rules)))
+            raise typer.Exit()
         typer.echo(f"# {rule.code} {rule.name}\n\n{rule.message}.\n\nFix: {'available' if rule.fixable() else 'none (reported only)'}\n")
         typer.echo(rule.doc())
         if rule.options:
@@ -195,7 +203,9 @@ Exit codes:
 def main_command(
     # readable=False: click would end the whole run at an unreadable path;
     # discovery and the runner report it as one line and go on with the rest.
-    paths: Optional[List[Path]] = typer.Argument(None, help="Files or folders to check (default: .). '-' reads stdin.", show_default=False, metavar="PATH...", readable=False),
+    # hidden: typer's table would show it as "PATH... <list[Path]>"; the
+    # command's help text describes it instead.
+    paths: Optional[List[Path]] = typer.Argument(None, show_default=False, metavar="PATH", readable=False, hidden=True),
     check: bool = typer.Option(False, "--check", help="Report findings, change nothing (the default)."),
     diff: bool = typer.Option(False, "--diff", help="Print the fixes as unified diffs, change nothing."),
     apply: bool = typer.Option(False, "--apply", help="Print each file's diff, then write the fixes."),
@@ -223,7 +233,11 @@ def main_command(
     probe_init: Optional[str] = typer.Option(None, "--init", metavar="JSON", help="With --probe: the constructor's arguments, a JSON object (keywords) or list."),
     probe_train: bool = typer.Option(False, "--train", help="With --probe: train mode, then the loss and backward where the fake GPU allows."),
 ) -> None:
-    """Find and fix PyTorch device bugs (CPU/CUDA mismatches)."""
+    """Find and fix PyTorch device bugs (CPU/CUDA mismatches).
+
+    \b
+    PATH...  files or folders to check (default: .); '-' reads stdin
+    """
     if sum((check, diff, apply)) > 1:
         _fail("choose one of --check, --diff, --apply")
     mode = Mode.APPLY if apply else Mode.DIFF if diff else Mode.CHECK
@@ -448,5 +462,35 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
     return _exit_code([result], mode, len(result.cell_errors), exit_zero)
 
 
+try:  # typer 0.2x carries its own copy of click
+    from typer._click.exceptions import ClickException, NoSuchOption
+except ImportError:
+    from click.exceptions import ClickException, NoSuchOption
+
+
+def _usage_error(exc: ClickException) -> str:
+    """A command-line error as one line, in the style of fixdev's other
+    errors. click's own suggestion is dropped (``--jobs`` for ``--bogus``):
+    one is made only for a close spelling."""
+    if isinstance(exc, NoSuchOption):
+        import difflib
+
+        # Compared without the dashes every option shares, and closely.
+        options = {name[2:]: name for param in typer.main.get_command(app).params for name in param.opts if name.startswith("--")}
+        close = difflib.get_close_matches(exc.option_name.lstrip("-"), options, n=1, cutoff=0.75)
+        hint = f"; did you mean {options[close[0]]}?" if close else ""
+        return f"no such option: {exc.option_name}{hint} (see fixdev --help)"
+    message = exc.format_message()
+    return message[:1].lower() + message[1:].rstrip(".")
+
+
 def main() -> None:
-    app(prog_name="fixdev")
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(prog_name="fixdev", standalone_mode=False)
+    except ClickException as exc:
+        typer.echo(f"fixdev: error: {_usage_error(exc)}", err=True)
+        code = EXIT_ERROR
+    except typer.Abort:
+        code = EXIT_ERROR
+    sys.exit(code or 0)
