@@ -624,3 +624,41 @@ def test_explain_a_prefix_or_group_lists_its_rules(fixdev):
     group = fixdev("--explain", "cuda-only").stdout.decode()
     assert [line.split()[0] for line in group.splitlines()[1:]] == [rule.code for rule in all_rules() if rule.group == "cuda-only"]
     assert fixdev("--explain", "FDV9").returncode == 2
+
+
+def _on_terminal(cwd: Path, *args: str, env: dict) -> bytes:
+    """What fixdev prints when its stdout is a terminal."""
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "fixdev", "--no-cache", *args], cwd=cwd, stdout=follower, stderr=subprocess.DEVNULL, env=env, timeout=120)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert proc.returncode == 1
+    return shown
+
+
+# Issue 26 item 18
+@pytest.mark.parametrize("fmt", ["full", "concise"])
+def test_findings_are_coloured_on_a_terminal_or_when_asked(tmp_path, fixdev, fmt):
+    (tmp_path / "m.py").write_text(BUGGY)
+    red_code = "\x1b[1m\x1b[31mFDV101"
+    assert red_code in fixdev("--color", "always", "--output-format", fmt, "m.py", cwd=tmp_path).stdout.decode()
+    (tmp_path / "p.py").write_text(POSITIONS)  # y.cuda(0) has no fix: --diff reports it on stderr
+    assert "\x1b[1m\x1b[31mFDV104" in fixdev("--diff", "--color", "always", "--output-format", fmt, "p.py", cwd=tmp_path).stderr.decode()
+    piped = {key: value for key, value in os.environ.items() if key not in ("NO_COLOR", "FORCE_COLOR")}
+    assert "\x1b[" not in fixdev("--output-format", fmt, "m.py", cwd=tmp_path, env={"NO_COLOR": ""}).stdout.decode(), "piped: no colour"
+    assert red_code.encode() in _on_terminal(tmp_path, "--output-format", fmt, "m.py", env=piped)
+    assert b"\x1b[" not in _on_terminal(tmp_path, "--output-format", fmt, "m.py", env={**piped, "NO_COLOR": "1"})
+    assert b"\x1b[" not in _on_terminal(tmp_path, "--color", "never", "--output-format", fmt, "m.py", env=piped)

@@ -55,12 +55,14 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_ERROR)
 
 
-def _use_color(choice: Color) -> bool:
+def _use_color(choice: Color, stream=None) -> bool:
+    """Colour for what goes to ``stream`` (stdout by default): with auto,
+    only a terminal gets it, so a pipe or a file never holds escape codes."""
     if choice is Color.always:
         return True
     if choice is Color.never or os.environ.get("NO_COLOR"):
         return False
-    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+    return bool(os.environ.get("FORCE_COLOR")) or (stream or sys.stdout).isatty()
 
 
 def _version(value: bool) -> None:
@@ -220,7 +222,7 @@ def main_command(
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin ('-')."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only."),
-    color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Color diffs: auto (on a terminal), always, never."),
+    color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Color diffs and findings: auto (on a terminal), always, never."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the result cache (.fixdev_cache/)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of CPUs)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
@@ -254,6 +256,7 @@ def main_command(
     if select or extend_select or ignore:
         _check_selection(overrides)
     use_color = _use_color(color)
+    err_color = _use_color(color, sys.stderr)  # --diff and --apply report findings on stderr
     if (probe_inputs or probe_init is not None or probe_train) and probe is None:
         _fail("--input, --init and --train go with --probe FILE:CLASS")
     if traceback_log is not None or probe is not None:
@@ -272,7 +275,7 @@ def main_command(
             if mode is Mode.APPLY:
                 sys.stdout.buffer.write(sys.stdin.buffer.read())
             raise typer.Exit(EXIT_CLEAN)
-        raise typer.Exit(_run_stdin(name, mode, overrides, output_format, quiet, exit_zero, use_color))
+        raise typer.Exit(_run_stdin(name, mode, overrides, output_format, quiet, exit_zero, use_color, err_color))
     if stdin_filename is not None:
         # Reading stdin only because a name was given would hang a run that
         # meant to scan folders; scanning them would ignore what was piped.
@@ -312,7 +315,7 @@ def main_command(
         results.append(result)
         if (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
             progress.clear()
-            _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask))
+            _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask), err_color=err_color)
 
     progress.clear()
     if output_format in (Format.json, Format.github, Format.sarif):
@@ -370,13 +373,13 @@ def _check_selection(overrides: Overrides) -> None:
         pass  # reported, naming the file, when the files it governs are processed
 
 
-def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool) -> None:
+def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool, err_color: bool = False) -> None:
     if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
         typer.echo(output.result_diff(result, color), nl=False, color=color)
-    _print_findings(result, mode, fmt)
+    _print_findings(result, mode, fmt, color if mode is Mode.CHECK else err_color)
 
 
-def _print_findings(result: FileResult, mode: Mode, fmt: Format) -> None:
+def _print_findings(result: FileResult, mode: Mode, fmt: Format, color: bool = False) -> None:
     """--check reports findings on stdout: they are its output. With --diff and
     --apply, stdout carries the changes (a patch that ``git apply`` can take,
     or the fixed source from stdin), so what remains to report goes to stderr
@@ -385,10 +388,10 @@ def _print_findings(result: FileResult, mode: Mode, fmt: Format) -> None:
     index = output.index_for(result.path, text)
     for finding in result.findings:
         if fmt is Format.full:
-            shown = output.finding_full(result.path, text, index, finding)
+            shown = output.finding_full(result.path, text, index, finding, color)
         else:
-            shown = output.finding_line(result.path, index, finding, concise=True) + "\n"
-        typer.echo(shown, nl=False, err=mode is not Mode.CHECK)
+            shown = output.finding_line(result.path, index, finding, concise=True, color=color) + "\n"
+        typer.echo(shown, nl=False, err=mode is not Mode.CHECK, color=color)
 
 
 def _summary(results: list[FileResult], mode: Mode, errors: int) -> None:
@@ -427,7 +430,7 @@ def _exit_code(results: list[FileResult], mode: Mode, errors: int, exit_zero: bo
     return EXIT_FINDINGS if remaining or changes else EXIT_CLEAN
 
 
-def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool) -> int:
+def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool, err_color: bool) -> int:
     data = sys.stdin.buffer.read()
     try:
         source = decode(name, data)
@@ -451,12 +454,12 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
         sys.stdout.flush()
         # No summary: an editor filtering its buffer through this command may
         # read stderr into the buffer too.
-        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full)
+        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full, err_color)
     elif fmt in (Format.json, Format.github, Format.sarif):
         items = output.as_json([result])
         typer.echo(json.dumps(items, indent=2) if fmt is Format.json else output.github(items) if fmt is Format.github else output.sarif(items), nl=fmt is Format.json)
     else:
-        _print_file(result, mode, fmt, quiet, color, diff_printed=False)
+        _print_file(result, mode, fmt, quiet, color, diff_printed=False, err_color=err_color)
         if not quiet:
             _summary([result], mode, len(result.cell_errors))
     return _exit_code([result], mode, len(result.cell_errors), exit_zero)

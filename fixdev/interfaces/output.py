@@ -95,15 +95,25 @@ def where(path: Path, index: LineIndex | CellIndex, offset: int) -> str:
     return f"{display(path)}:{row}:{column}"
 
 
-def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool = False) -> str:
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"{style}{text}{_RESET}" if color and text else text
+
+
+def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool = False, color: bool = False) -> str:
+    """``path:row:col: CODE [name] [*] message``; with ``color``, as Ruff
+    paints it: the path bold, the code red, the fix mark cyan."""
     place = where(path, index, finding.start)
-    mark = " [*]" if finding.fix else ""
+    name = display(path)
+    if color and place.startswith(name):
+        place = _paint(name, _BOLD, color) + place[len(name):]
+    code = _paint(finding.code, _BOLD + _RED, color)
+    mark = " " + _paint("[*]", _CYAN, color) if finding.fix else ""
     if concise:
-        return f"{place}: {finding.code}{mark} {finding.message}"
-    return f"{place}: {finding.code} [{finding.name}]{mark} {finding.message}"
+        return f"{place}: {code}{mark} {finding.message}"
+    return f"{place}: {code} [{finding.name}]{mark} {finding.message}"
 
 
-def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> str:
+def finding_full(path: Path, text: str, index: LineIndex, finding: Finding, color: bool = False) -> str:
     """The ``full`` format, as Ruff's: the finding's line, the source line with
     carets under the finding (to the end of that line when it spans several),
     and the fix's message. Ends with a blank line that separates findings."""
@@ -118,15 +128,16 @@ def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> s
     marked = max(1, _width(line[: column - 1 + finding.end - finding.start]) - before)
     number = str(row)
     gutter = " " * len(number)
+    bar = _paint("|", _CYAN, color)
     out = [
-        finding_line(path, index, finding),
-        f"{gutter} |",
-        f"{number} | {line.expandtabs(TAB)}".rstrip(),
-        f"{gutter} | {' ' * before}{'^' * marked} {finding.code}",
-        f"{gutter} |",
+        finding_line(path, index, finding, color=color),
+        f"{gutter} {bar}",
+        f"{_paint(number, _CYAN, color)} {bar} {line.expandtabs(TAB)}".rstrip(),
+        f"{gutter} {bar} {' ' * before}{_paint('^' * marked + ' ' + finding.code, _BOLD + _RED, color)}",
+        f"{gutter} {bar}",
     ]
     if finding.fix is not None:
-        out.append(f"{gutter} = help: {finding.fix.message}")
+        out.append(f"{gutter} {_paint('=', _CYAN, color)} {_paint('help', _BOLD, color)}: {finding.fix.message}")
     return "\n".join(out) + "\n\n"
 
 
