@@ -319,16 +319,19 @@ def main_command(
 
     progress.clear()
     if output_format in (Format.json, Format.github, Format.sarif):
-        items = output.as_json(r for r in results if not r.error)
-        if output_format is Format.json:
-            typer.echo(json.dumps(items, indent=2))
-        elif output_format is Format.github:
-            typer.echo(output.github(items), nl=False)
-        else:
-            typer.echo(output.sarif(items), nl=False)
+        typer.echo(_machine_output([r for r in results if not r.error], output_format, exit_zero), nl=False)
     if not quiet:
         _summary(results, mode, errors)
     raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+
+
+def _machine_output(results: list[FileResult], fmt: Format, exit_zero: bool) -> str:
+    if fmt is Format.json:
+        return json.dumps(output.as_json(results), indent=2) + "\n"
+    if fmt is Format.github:
+        # ::error, as Ruff prints them; with --exit-zero findings do not fail the run.
+        return output.github(results, "warning" if exit_zero else "error")
+    return output.sarif(results)
 
 
 def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], mode: Mode, overrides: Overrides, fmt: Format, quiet: bool,
@@ -456,8 +459,7 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
         # read stderr into the buffer too.
         _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full, err_color)
     elif fmt in (Format.json, Format.github, Format.sarif):
-        items = output.as_json([result])
-        typer.echo(json.dumps(items, indent=2) if fmt is Format.json else output.github(items) if fmt is Format.github else output.sarif(items), nl=fmt is Format.json)
+        typer.echo(_machine_output([result], fmt, exit_zero), nl=False)
     else:
         _print_file(result, mode, fmt, quiet, color, diff_printed=False, err_color=err_color)
         if not quiet:
