@@ -55,10 +55,10 @@ def test_awkward_tree(tmp_path, fixdev):
         assert now[name] == files[name], name
     error_lines = [line for line in err.splitlines() if ": error: " in line]
     assert sorted(line.split(":")[0] for line in error_lines) == ["binary.py", "python2.py", "readonly.py", "syntax_error.py"]
-    assert "venv_file" not in result.stdout.decode() + err
+    assert "venv_file" not in result.stdout.decode("utf-8", "replace") + err  # the patch holds latin1.py in latin-1
     second = fixdev("--apply", ".", cwd=tmp_path)
     assert {name: (tmp_path / name).read_bytes() for name in files} == now, "a second run changes nothing"
-    assert [line for line in second.stdout.decode().splitlines() if line.startswith("--- a/")] == ["--- a/readonly.py"]
+    assert [line for line in second.stdout.decode("utf-8", "replace").splitlines() if line.startswith("--- a/")] == ["--- a/readonly.py"]
 
 
 def test_diff_never_writes_and_exit_codes(tmp_path, fixdev):
@@ -662,3 +662,47 @@ def test_findings_are_coloured_on_a_terminal_or_when_asked(tmp_path, fixdev, fmt
     assert red_code.encode() in _on_terminal(tmp_path, "--output-format", fmt, "m.py", env=piped)
     assert b"\x1b[" not in _on_terminal(tmp_path, "--output-format", fmt, "m.py", env={**piped, "NO_COLOR": "1"})
     assert b"\x1b[" not in _on_terminal(tmp_path, "--color", "never", "--output-format", fmt, "m.py", env=piped)
+
+
+# Issue 26 item 10: `fixdev --diff . | git apply`, byte for byte.
+def _patch_tree(root: Path) -> None:
+    near_change = "import torch\n\n\ndef f(x):\n    return x * torch.ones(x.shape)  # \u00e9t\u00e9\n"
+    files = {
+        "sub/crlf.py": BUGGY.replace("\n", "\r\n").encode(),
+        "sub/bom.py": codecs.BOM_UTF8 + "import torch\nmask = torch.ones(x.shape)  # ✓\n".encode(),
+        "sub/latin1.py": b"# -*- coding: latin-1 -*-\n" + near_change.encode("latin-1"),  # non-ASCII in the hunk
+        "sub/plain.py": BUGGY.encode(),
+        "top.py": BUGGY.encode(),
+    }
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    import shutil
+
+    shutil.copyfile(Path(__file__).resolve().parent.parent / "fixtures" / "notebooks" / "training_loop.before.ipynb", root / "sub" / "nb.ipynb")
+
+
+@pytest.mark.parametrize("where", [".", "sub"])
+def test_diff_piped_to_git_apply_gives_what_apply_writes(tmp_path, fixdev, where):
+    import subprocess
+
+    repo, expected = tmp_path / "repo", tmp_path / "expected"
+    for root in (repo, expected):
+        root.mkdir()
+        _patch_tree(root)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "tree"], cwd=repo, check=True)
+    notebook = (repo / "sub" / "nb.ipynb").read_bytes()
+    assert fixdev("--apply", "--no-cache", where, cwd=expected).returncode == 0
+    diff = fixdev("--diff", "--no-cache", ".", cwd=repo / where)
+    assert diff.returncode == 1 and b"ipynb" not in diff.stdout
+    if where == ".":
+        assert b"--- a/sub/nb.ipynb:cell 2" in diff.stderr, "notebook hunks go to stderr"
+    applied = subprocess.run(["git", "apply", "-v"], cwd=repo / where, input=diff.stdout, capture_output=True)
+    assert applied.returncode == 0, applied.stderr.decode()
+    names = ["sub/crlf.py", "sub/bom.py", "sub/latin1.py", "sub/plain.py"] + (["top.py"] if where == "." else [])
+    for name in names:
+        assert (repo / name).read_bytes() == (expected / name).read_bytes(), name
+        assert (repo / name).read_bytes() != subprocess.run(["git", "show", f"HEAD:{name}"], cwd=repo, capture_output=True).stdout, name
+    assert (repo / "sub" / "nb.ipynb").read_bytes() == notebook

@@ -73,7 +73,7 @@ def runs(tmp_path_factory):
 def test_fixture_pair(before, runs):
     name = f"{_name(before)}.ipynb"
     assert runs["after_diff"][name] == before.read_bytes(), "--diff must not write"
-    shown = runs["diff"].stdout.decode()
+    shown = runs["diff"].stderr.decode()  # cell diffs go to stderr: stdout stays a patch git apply takes
     for number in range(1, len(_sources(before)) + 1):
         header = f"--- a/{name}:cell {number}\n+++ b/{name}:cell {number}\n"
         assert (header in shown) == (number in _changed_cells(before)), f"cell {number}: one hunk per changed cell"
@@ -359,7 +359,8 @@ def test_stdin_reads_a_notebook(tmp_path):
     fixed = run_fixdev("--apply", "--stdin-filename", "x.ipynb", "-", cwd=tmp_path, stdin=data)
     assert fixed.returncode == 0 and fixed.stdout == _after(before).read_bytes()
     diff = run_fixdev("--diff", "--stdin-filename", "x.ipynb", "-", cwd=tmp_path, stdin=data)
-    assert diff.returncode == 1 and "--- a/x.ipynb:cell 6\n+++ b/x.ipynb:cell 6\n" in diff.stdout.decode()
+    # Issue 26 item 10: a notebook's cell diffs go to stderr (stdout stays a patch git apply takes).
+    assert diff.returncode == 1 and "--- a/x.ipynb:cell 6\n+++ b/x.ipynb:cell 6\n" in diff.stderr.decode() and diff.stdout == b""
     check = run_fixdev("--check", "--output-format", "concise", "--stdin-filename", "x.ipynb", "-", cwd=tmp_path, stdin=data)
     assert "x.ipynb:cell 8:2:9: FDV102" in check.stdout.decode()
     broken = run_fixdev("--apply", "--stdin-filename", "x.ipynb", "-", cwd=tmp_path, stdin=b"{")

@@ -378,7 +378,16 @@ def _check_selection(overrides: Overrides) -> None:
 
 def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool, err_color: bool = False) -> None:
     if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
-        typer.echo(output.result_diff(result, color), nl=False, color=color)
+        if result.code is not None:
+            # A notebook's diff is one per cell, for reading: git apply cannot
+            # take it, so it goes to stderr and stdout stays a patch.
+            typer.echo(output.result_diff(result, err_color), nl=False, color=err_color, err=True)
+        else:
+            # Bytes, in the file's own encoding, BOM and line breaks: what
+            # `fixdev --diff | git apply` needs.
+            sys.stdout.flush()
+            sys.stdout.buffer.write(output.patch(result, color))
+            sys.stdout.buffer.flush()
     _print_findings(result, mode, fmt, color if mode is Mode.CHECK else err_color)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -62,6 +63,35 @@ def code_diff(path: Path, old: str, new: str, color: bool = False) -> str:
                 text, changed = text + "\n", changed + "\n"
             parts.append(unified_diff(Path(f"{display(path)}:cell {number}"), text, changed, color))
     return "".join(parts)
+
+
+def patch(result: FileResult, color: bool = False) -> bytes:
+    """A Python file's diff as the bytes ``git apply`` needs: each line in
+    the file's own encoding, with its own line break, and the BOM on the
+    first line when the file has one (the text fixdev works on has none).
+    Headers name the path as given (git apply run in a sub-folder takes
+    paths relative to it)."""
+    source = result.source
+    encoding = source.encoding if source is not None else "utf-8"
+    bom = "\ufeff" if source is not None and source.bom else ""
+    old, new = bom + result.original, bom + (result.fixed if result.fixed is not None else result.original)
+    name = display(result.path).lstrip("/")
+    out = []
+    for line in difflib.unified_diff(split_lines(old), split_lines(new), f"a/{name}", f"b/{name}"):
+        if line.startswith(("---", "+++")):
+            data = os.fsencode(line)  # the path's bytes as the file system has them
+        else:
+            # A fix that cannot be encoded is refused when written; the patch
+            # shows it all the same rather than fail.
+            data = line.encode("ascii" if line.startswith("@@") else encoding, "replace")
+        ending = b"" if line.endswith(("\n", "\r")) else b"\n\\ No newline at end of file\n"
+        if color:
+            style = _BOLD if line.startswith(("---", "+++")) else _CYAN if line.startswith("@@") else _RED if line[:1] == "-" else _GREEN if line[:1] == "+" else ""
+            if style:
+                body = data.rstrip(b"\r\n")
+                data = style.encode() + body + _RESET.encode() + data[len(body):]
+        out.append(data + ending)
+    return b"".join(out)
 
 
 def result_diff(result: FileResult, color: bool = False) -> str:
