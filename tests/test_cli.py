@@ -55,10 +55,10 @@ def test_awkward_tree(tmp_path, fixdev):
         assert now[name] == files[name], name
     error_lines = [line for line in err.splitlines() if ": error: " in line]
     assert sorted(line.split(":")[0] for line in error_lines) == ["binary.py", "python2.py", "readonly.py", "syntax_error.py"]
-    assert "venv_file" not in result.stdout.decode() + err
+    assert "venv_file" not in result.stdout.decode("utf-8", "replace") + err  # the patch holds latin1.py in latin-1
     second = fixdev("--apply", ".", cwd=tmp_path)
     assert {name: (tmp_path / name).read_bytes() for name in files} == now, "a second run changes nothing"
-    assert [line for line in second.stdout.decode().splitlines() if line.startswith("--- a/")] == ["--- a/readonly.py"]
+    assert [line for line in second.stdout.decode("utf-8", "replace").splitlines() if line.startswith("--- a/")] == ["--- a/readonly.py"]
 
 
 def test_diff_never_writes_and_exit_codes(tmp_path, fixdev):
@@ -394,3 +394,315 @@ def test_workers_take_the_largest_files_first_and_report_in_path_order(tmp_path,
     lines = two.stdout.decode().splitlines()
     assert [line.split(":")[0] for line in lines] == [f"m{i:02}.py" for i in range(12)]
     assert two.stdout == one.stdout and two.returncode == one.returncode == 1
+
+
+# Issue 26 item 3: unreadable paths named on the command line.
+def _unprivileged(root: Path) -> list[str]:
+    """A command prefix under which permission bits bind, so the test can fail.
+
+    As root they do not: run as nobody when nobody can run fixdev with this
+    interpreter, else (its packages under root's 0700 home) stay root without
+    the two capabilities that let root ignore them. Never skipped: a missing
+    setpriv fails the test."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+    import subprocess
+    import sys
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("setpriv (util-linux) is needed to test unreadable paths as root")
+    nobody = [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    if subprocess.run([*nobody, sys.executable, "-m", "fixdev", "--version"], capture_output=True).returncode == 0:
+        return nobody
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+def test_unreadable_paths_named_on_the_command_line_are_one_line_each(tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+
+    # World-readable, so that nobody can reach the readable files.
+    root = Path(tempfile.mkdtemp(prefix="fixdev-perm-"))
+    try:
+        root.chmod(0o755)
+        for name in ("ok.py", "locked/inside.py", "secret.py", "closed/a.py"):
+            (root / name).parent.mkdir(exist_ok=True)
+            (root / name).write_text(BUGGY)
+            (root / name).chmod(0o644)
+        for name in ("locked", "closed"):
+            (root / name).chmod(0o000)
+        (root / "secret.py").chmod(0o000)
+        prefix = _unprivileged(root)
+        control = subprocess.run([*prefix, sys.executable, "-c", f"open({str(root / 'secret.py')!r})"], capture_output=True)
+        assert control.returncode != 0 and b"PermissionError" in control.stderr, "the permission bits must bind"
+
+        def run(*paths: str) -> tuple[int, str, str]:
+            result = subprocess.run([*prefix, sys.executable, "-m", "fixdev", "--no-cache", "--output-format", "concise", *paths],
+                                    cwd=root, capture_output=True, env={**os.environ, "NO_COLOR": "1", "HOME": str(root)}, timeout=120)
+            return result.returncode, result.stdout.decode(), result.stderr.decode()
+
+        for paths, line in [(["locked/inside.py", "ok.py"], "locked/inside.py: error: cannot read: Permission denied"),
+                            (["ok.py", "secret.py"], "secret.py: error: cannot read: Permission denied"),
+                            (["closed", "ok.py"], "closed: error: cannot list directory: Permission denied")]:
+            code, out, err = run(*paths)
+            assert code == 2, (paths, err)
+            assert "Traceback" not in err and "Usage:" not in err and "Invalid value" not in err, err
+            assert [e for e in err.splitlines() if ": error: " in e] == [line]
+            assert out.startswith("ok.py:5:16: FDV101"), "the other path is still checked"
+        # The same lines a walked folder gets.
+        code, out, err = run(".")
+        assert code == 2 and "secret.py: error: cannot read: Permission denied" in err and "closed: error: cannot list directory" in err
+    finally:
+        for folder in ("locked", "closed"):
+            (root / folder).chmod(0o755)
+        import shutil
+
+        shutil.rmtree(root)
+
+
+# Issue 26 item 6: --force-exclude, as Ruff has it.
+def test_force_exclude_applies_exclude_to_named_paths(tmp_path, fixdev):
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["legacy/", "*_pb2.py"]\n')
+    for name in ("legacy/old.py", "m_pb2.py", "ok.py", "skip.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(BUGGY)
+    named = ("legacy/old.py", "m_pb2.py", "ok.py", "skip.py", "legacy")
+    plain = fixdev("--output-format", "concise", *named, cwd=tmp_path)
+    assert sorted({line.split(":")[0] for line in plain.stdout.decode().splitlines()}) == ["legacy/old.py", "m_pb2.py", "ok.py", "skip.py"]
+    forced = fixdev("--force-exclude", "--exclude", "skip.py", "--output-format", "concise", *named, cwd=tmp_path)
+    assert [line.split(":")[0] for line in forced.stdout.decode().splitlines()] == ["ok.py"] and forced.returncode == 1
+    # An editor piping an excluded file through --apply gets it back unchanged.
+    piped = fixdev("--force-exclude", "--apply", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode())
+    assert piped.returncode == 0 and piped.stdout == BUGGY.encode()
+    assert fixdev("--apply", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode()).stdout != BUGGY.encode()
+
+
+def _interactive(cwd: Path, answers: list[bytes], *paths: str) -> tuple[int, str, str]:
+    """``fixdev --apply -i`` on a terminal, as a user runs it: the terminal is
+    its controlling one (so Ctrl-C, b"\\x03", interrupts it, and Ctrl-D,
+    b"\\x04", ends its input), and each answer is typed once a new prompt shows."""
+    import fcntl
+    import pty
+    import select
+    import subprocess
+    import sys
+    import termios
+
+    leader, follower = pty.openpty()
+
+    def take_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--no-cache", "--apply", "-i", *paths], cwd=cwd, stdin=follower,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"}, preexec_fn=take_terminal)
+    os.close(follower)
+    out = b""
+    try:
+        for number, answer in enumerate(answers, 1):
+            while out.count(b"Apply this fix?") < number:
+                ready, _, _ = select.select([proc.stdout], [], [], 60)
+                chunk = os.read(proc.stdout.fileno(), 65536) if ready else b""
+                if not chunk:
+                    break  # finished (or silent for a minute): the asserts say what was missing
+                out += chunk
+            os.write(leader, answer)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        os.close(leader)
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, (out + rest).decode(), err.decode()
+
+
+TWO_FIXES = BUGGY + "\n\ndef g(y):\n    return y * torch.zeros(y.shape)\n"
+
+
+# Issue 26 item 7
+@pytest.mark.parametrize("key", [b"\x03", b"\x04"], ids=["ctrl-c", "ctrl-d"])
+def test_interactive_ctrl_c_or_ctrl_d_at_the_prompt_quits(tmp_path, key):
+    (tmp_path / "m.py").write_text(TWO_FIXES)
+    code, out, err = _interactive(tmp_path, [b"y\n", key], "m.py")
+    assert "internal error" not in err and "Traceback" not in err, err
+    assert code == 1, err  # quit: the fix not taken remains a finding
+    text = (tmp_path / "m.py").read_text()
+    assert "torch.ones_like(x)" in text and "torch.zeros(y.shape)" in text
+    assert "Fixed 1 finding in 1 file; 1 remaining." in err
+
+
+SHARED = """import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = nn.Linear(4, 2).to(device)
+loader = DataLoader([])
+criterion = nn.CrossEntropyLoss()
+for images, labels in loader:
+    output = model(images)
+    loss = criterion(output, labels)
+    mask = torch.ones(output.shape)
+    y = output.cuda()
+    z = loss.cuda()
+"""
+
+
+# Issue 26 item 8
+def test_interactive_asks_once_per_fix_and_the_summary_adds_up(tmp_path, fixdev):
+    (tmp_path / "train.py").write_text(SHARED)
+    found = json.loads(fixdev("--output-format", "json", "train.py", cwd=tmp_path).stdout)
+    assert [item["code"] for item in found] == ["FDV107", "FDV107", "FDV101", "FDV104", "FDV104"]
+    # y: the one fix both FDV107 findings share; a bad answer; Enter (no) for FDV101; a: both FDV104.
+    code, out, err = _interactive(tmp_path, [b"y\n", b"maybe\n", b"\n", b"a\n"], "train.py")
+    assert code == 1, err
+    assert out.count("FDV107 [unmoved-input]") == 1, out
+    assert out.count("Apply this fix? [y/N/a/q]") == 4, out  # y, maybe (asked again), Enter, a
+    assert "Answer y (apply it), n or Enter (skip it)" in out.split("Apply this fix?")[2], "the bad answer gets a hint"
+    assert "z = loss.to(device)" in out.split("Apply this fix?")[-1] and "Applied (a: all)." in out, "after a, the rest is shown"
+    text = (tmp_path / "train.py").read_text()
+    assert "images, labels = images.to(device), labels.to(device)" in text and "torch.ones(output.shape)" in text
+    assert "y = output.to(device)" in text and "z = loss.to(device)" in text
+    assert f"Fixed 4 findings in 1 file; 1 remaining." in err and 4 + 1 == len(found), err
+
+
+# Issue 26 item 14
+def test_the_size_limit_message_says_the_limit(tmp_path, fixdev):
+    from fixdev.files.runner import MAX_CHARACTERS
+
+    text = "x = 1\n" * (MAX_CHARACTERS // 6 + 1)
+    (tmp_path / "big.py").write_text(text)
+    result = fixdev("big.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines()[0] == (
+        f"big.py: error: file too large to analyse ({len(text):,} characters; the limit is {MAX_CHARACTERS:,} characters)"
+    )
+
+
+# Issue 26 item 15: -q with --traceback --apply prints what -q prints for files.
+def test_quiet_traceback_apply_prints_no_diff_and_no_summary(tmp_path, fixdev):
+    import shutil
+
+    case = tmp_path / "case"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "traceback" / "backend_old", case)
+    before = (case / "train.py").read_text()
+    loud = fixdev("--traceback", "error.log", "--apply", ".", cwd=case)
+    assert loud.returncode == 0 and loud.stdout.decode().startswith("--- a/train.py") and "1 device error" in loud.stderr.decode()
+    (case / "train.py").write_text(before)
+    quiet = fixdev("--traceback", "error.log", "--apply", "-q", ".", cwd=case)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "features, target = features.to(device), target.to(device)" in (case / "train.py").read_text(), "still fixed"
+    assert quiet.stdout == b"" and quiet.stderr == b"", "the error was fixed: nothing remains to say"
+
+
+# Issue 26 item 17
+def test_help_shows_path_without_its_type(fixdev):
+    shown = fixdev("--help").stdout.decode()
+    assert "<list" not in shown and "PATH..." in shown
+    assert shown.splitlines()[0] == "Usage: fixdev [OPTIONS] [PATH]..."
+
+
+@pytest.mark.parametrize("words, line", [
+    (["--bogus"], "fixdev: error: no such option: --bogus (see fixdev --help)"),
+    (["--chek", "."], "fixdev: error: no such option: --chek; did you mean --check? (see fixdev --help)"),
+    (["--select"], "fixdev: error: option '--select' requires an argument"),
+])
+def test_a_usage_error_is_one_line_in_fixdevs_style(fixdev, words, line):
+    result = fixdev(*words)
+    assert result.returncode == 2 and result.stdout == b""
+    assert result.stderr.decode().splitlines() == [line]
+
+
+def test_explain_a_prefix_or_group_lists_its_rules(fixdev):
+    result = fixdev("--explain", "FDV1")
+    assert result.returncode == 0, result.stderr
+    codes = [line.split()[0] for line in result.stdout.decode().splitlines()[1:]]
+    assert codes == [rule.code for rule in all_rules() if rule.code.startswith("FDV1")] and len(codes) > 1
+    group = fixdev("--explain", "cuda-only").stdout.decode()
+    assert [line.split()[0] for line in group.splitlines()[1:]] == [rule.code for rule in all_rules() if rule.group == "cuda-only"]
+    assert fixdev("--explain", "FDV9").returncode == 2
+
+
+def _on_terminal(cwd: Path, *args: str, env: dict) -> bytes:
+    """What fixdev prints when its stdout is a terminal."""
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "fixdev", "--no-cache", *args], cwd=cwd, stdout=follower, stderr=subprocess.DEVNULL, env=env, timeout=120)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert proc.returncode == 1
+    return shown
+
+
+# Issue 26 item 18
+@pytest.mark.parametrize("fmt", ["full", "concise"])
+def test_findings_are_coloured_on_a_terminal_or_when_asked(tmp_path, fixdev, fmt):
+    (tmp_path / "m.py").write_text(BUGGY)
+    red_code = "\x1b[1m\x1b[31mFDV101"
+    assert red_code in fixdev("--color", "always", "--output-format", fmt, "m.py", cwd=tmp_path).stdout.decode()
+    (tmp_path / "p.py").write_text(POSITIONS)  # y.cuda(0) has no fix: --diff reports it on stderr
+    assert "\x1b[1m\x1b[31mFDV104" in fixdev("--diff", "--color", "always", "--output-format", fmt, "p.py", cwd=tmp_path).stderr.decode()
+    piped = {key: value for key, value in os.environ.items() if key not in ("NO_COLOR", "FORCE_COLOR")}
+    assert "\x1b[" not in fixdev("--output-format", fmt, "m.py", cwd=tmp_path, env={"NO_COLOR": ""}).stdout.decode(), "piped: no colour"
+    assert red_code.encode() in _on_terminal(tmp_path, "--output-format", fmt, "m.py", env=piped)
+    assert b"\x1b[" not in _on_terminal(tmp_path, "--output-format", fmt, "m.py", env={**piped, "NO_COLOR": "1"})
+    assert b"\x1b[" not in _on_terminal(tmp_path, "--color", "never", "--output-format", fmt, "m.py", env=piped)
+
+
+# Issue 26 item 10: `fixdev --diff . | git apply`, byte for byte.
+def _patch_tree(root: Path) -> None:
+    near_change = "import torch\n\n\ndef f(x):\n    return x * torch.ones(x.shape)  # \u00e9t\u00e9\n"
+    files = {
+        "sub/crlf.py": BUGGY.replace("\n", "\r\n").encode(),
+        "sub/bom.py": codecs.BOM_UTF8 + "import torch\nmask = torch.ones(x.shape)  # ✓\n".encode(),
+        "sub/latin1.py": b"# -*- coding: latin-1 -*-\n" + near_change.encode("latin-1"),  # non-ASCII in the hunk
+        "sub/plain.py": BUGGY.encode(),
+        "top.py": BUGGY.encode(),
+    }
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    import shutil
+
+    shutil.copyfile(Path(__file__).resolve().parent.parent / "fixtures" / "notebooks" / "training_loop.before.ipynb", root / "sub" / "nb.ipynb")
+
+
+@pytest.mark.parametrize("where", [".", "sub"])
+def test_diff_piped_to_git_apply_gives_what_apply_writes(tmp_path, fixdev, where):
+    import subprocess
+
+    repo, expected = tmp_path / "repo", tmp_path / "expected"
+    for root in (repo, expected):
+        root.mkdir()
+        _patch_tree(root)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "tree"], cwd=repo, check=True)
+    notebook = (repo / "sub" / "nb.ipynb").read_bytes()
+    assert fixdev("--apply", "--no-cache", where, cwd=expected).returncode == 0
+    diff = fixdev("--diff", "--no-cache", ".", cwd=repo / where)
+    assert diff.returncode == 1 and b"ipynb" not in diff.stdout
+    if where == ".":
+        assert b"--- a/sub/nb.ipynb:cell 2" in diff.stderr, "notebook hunks go to stderr"
+    applied = subprocess.run(["git", "apply", "-v"], cwd=repo / where, input=diff.stdout, capture_output=True)
+    assert applied.returncode == 0, applied.stderr.decode()
+    names = ["sub/crlf.py", "sub/bom.py", "sub/latin1.py", "sub/plain.py"] + (["top.py"] if where == "." else [])
+    for name in names:
+        assert (repo / name).read_bytes() == (expected / name).read_bytes(), name
+        assert (repo / name).read_bytes() != subprocess.run(["git", "show", f"HEAD:{name}"], cwd=repo, capture_output=True).stdout, name
+    assert (repo / "sub" / "nb.ipynb").read_bytes() == notebook

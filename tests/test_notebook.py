@@ -73,7 +73,7 @@ def runs(tmp_path_factory):
 def test_fixture_pair(before, runs):
     name = f"{_name(before)}.ipynb"
     assert runs["after_diff"][name] == before.read_bytes(), "--diff must not write"
-    shown = runs["diff"].stdout.decode()
+    shown = runs["diff"].stderr.decode()  # cell diffs go to stderr: stdout stays a patch git apply takes
     for number in range(1, len(_sources(before)) + 1):
         header = f"--- a/{name}:cell {number}\n+++ b/{name}:cell {number}\n"
         assert (header in shown) == (number in _changed_cells(before)), f"cell {number}: one hunk per changed cell"
@@ -154,13 +154,32 @@ def test_json_sarif_and_github_name_the_cell(tmp_path):
     )
     # The device definition the fix adds goes after the imports of cell 2.
     assert [e["location"]["cell"] for e in first["fix"]["edits"]] == [2, 4]
+    # Issue 26 item 19: GitHub's viewers know files, not cells. The annotation
+    # and the SARIF region are placed in the .ipynb's JSON text, where the
+    # cell's line is; the cell and its own position stay in the message and
+    # in the result's properties.
+    raw = (tmp_path / "nb.ipynb").read_text().splitlines()
     github = run_fixdev("--check", "--no-cache", "--output-format", "github", "nb.ipynb", cwd=tmp_path).stdout.decode()
-    assert github.splitlines()[0] == "::warning title=FDV104 cuda-call,file=nb.ipynb::cell 4:2:9: FDV104 `.cuda()` ties the code to CUDA; use `.to(device)`"
+    line, column = _json_place(raw, "model.cuda()")
+    assert github.splitlines()[0] == (
+        f"::error title=FDV104 cuda-call,file=nb.ipynb,line={line},col={column}::cell 4:2:9: FDV104 `.cuda()` ties the code to CUDA; use `.to(device)`"
+    )
     sarif = json.loads(run_fixdev("--check", "--no-cache", "--output-format", "sarif", "nb.ipynb", cwd=tmp_path).stdout)
     result = sarif["runs"][0]["results"][0]
-    assert result["message"]["text"].startswith("cell 4: ")
-    location = result["locations"][0]["physicalLocation"]
-    assert location["properties"] == {"cell": 4} and location["region"]["startLine"] == 2
+    assert result["message"]["text"].startswith("cell 4:2:9: ")
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": line, "startColumn": column, "endLine": line, "endColumn": column + len("model.cuda()")}
+    assert result["properties"] == {"cell": 4, "cellRegion": {"startLine": 2, "startColumn": 9, "endLine": 2, "endColumn": 21},
+                                    "applicability": "safe", "fixApplied": False}
+    assert "fixes" not in result  # SARIF's replacements would edit the JSON text
+    # An escaped quote inside the cell's string: the region still covers the call.
+    loads = next(r for r in sarif["runs"][0]["results"] if r["ruleId"] == "FDV105")["locations"][0]["physicalLocation"]["region"]
+    assert raw[loads["startLine"] - 1][loads["startColumn"] - 1 : loads["endColumn"] - 1] == 'torch.load(\\"checkpoint.pt\\")'
+
+
+def _json_place(raw: list[str], text: str) -> tuple[int, int]:
+    (found,) = [(number, line.index(text) + 1) for number, line in enumerate(raw, 1) if text in line]
+    return found
 
 
 @pytest.mark.parametrize("case", ["training_loop", "device_in_earlier_cell", "syntax_error_cell"])
@@ -340,7 +359,8 @@ def test_stdin_reads_a_notebook(tmp_path):
     fixed = run_fixdev("--apply", "--stdin-filename", "x.ipynb", "-", cwd=tmp_path, stdin=data)
     assert fixed.returncode == 0 and fixed.stdout == _after(before).read_bytes()
     diff = run_fixdev("--diff", "--stdin-filename", "x.ipynb", "-", cwd=tmp_path, stdin=data)
-    assert diff.returncode == 1 and "--- a/x.ipynb:cell 6\n+++ b/x.ipynb:cell 6\n" in diff.stdout.decode()
+    # Issue 26 item 10: a notebook's cell diffs go to stderr (stdout stays a patch git apply takes).
+    assert diff.returncode == 1 and "--- a/x.ipynb:cell 6\n+++ b/x.ipynb:cell 6\n" in diff.stderr.decode() and diff.stdout == b""
     check = run_fixdev("--check", "--output-format", "concise", "--stdin-filename", "x.ipynb", "-", cwd=tmp_path, stdin=data)
     assert "x.ipynb:cell 8:2:9: FDV102" in check.stdout.decode()
     broken = run_fixdev("--apply", "--stdin-filename", "x.ipynb", "-", cwd=tmp_path, stdin=b"{")

@@ -65,8 +65,12 @@ def test_json_edits_apply_to_the_file(tmp_path, fixdev):
 def test_github_annotations(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(BUGGY)
     lines = fixdev("--output-format", "github", "m.py", cwd=tmp_path).stdout.decode().splitlines()
-    assert lines[0].startswith("::warning title=FDV101 like-factory,file=m.py,line=5,col=16,endLine=5,endColumn=35::FDV101 ")
-    assert len(lines) == 2
+    # Issue 26 item 19: ::error for every finding, as Ruff prints them; ::warning with --exit-zero.
+    assert lines[0].startswith("::error title=FDV101 like-factory,file=m.py,line=5,col=16,endLine=5,endColumn=35::FDV101 ")
+    assert len(lines) == 2 and all(line.startswith("::error ") for line in lines)
+    lenient = fixdev("--output-format", "github", "--exit-zero", "m.py", cwd=tmp_path)
+    assert lenient.returncode == 0 and [line.replace("::warning ", "::error ", 1) for line in lenient.stdout.decode().splitlines()] == lines
+    assert all(line.startswith("::warning ") for line in lenient.stdout.decode().splitlines())
 
 
 def test_sarif_is_valid_sarif_2_1_0(tmp_path, fixdev):
@@ -80,10 +84,27 @@ def test_sarif_is_valid_sarif_2_1_0(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(BUGGY)
     log = json.loads(fixdev("--output-format", "sarif", "m.py", cwd=tmp_path).stdout)
     jsonschema.validate(log, schema)
+    import shutil
+    from pathlib import Path
+
+    shutil.copyfile(Path(__file__).resolve().parent.parent / "fixtures" / "notebooks" / "training_loop.before.ipynb", tmp_path / "nb.ipynb")
+    jsonschema.validate(json.loads(fixdev("--diff", "--output-format", "sarif", "nb.ipynb", cwd=tmp_path).stdout), schema)
     run = log["runs"][0]
     assert [r["ruleId"] for r in run["results"]] == ["FDV101", "FDV104"]
     assert [r["id"] for r in run["tool"]["driver"]["rules"]][:2] == ["FDV101", "FDV102"]
     assert run["results"][0]["fixes"][0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == "torch.ones_like(x)"
+    # Issue 26 item 19: what the columns count, and the fix's applicability.
+    assert run["columnKind"] == "unicodeCodePoints"
+    assert run["results"][0]["properties"] == {"applicability": "safe", "fixApplied": False}
+    assert "properties" not in run["results"][1]  # no fix
+
+
+def test_sarif_columns_count_code_points(tmp_path, fixdev):
+    # An astral character before the finding: one code point, two UTF-16 units.
+    (tmp_path / "m.py").write_text('import torch\nx = ("😀", torch.ones(y.shape))\n', encoding="utf-8")
+    region = json.loads(fixdev("--output-format", "sarif", "m.py", cwd=tmp_path).stdout)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    line = (tmp_path / "m.py").read_text(encoding="utf-8").splitlines()[1]
+    assert line[region["startColumn"] - 1 : region["endColumn"] - 1] == "torch.ones(y.shape)"
 
 
 # Issue 10 item 17: `full` shows the line and a caret under the finding; `concise` stays one line.

@@ -279,14 +279,27 @@ class Engine:
             findings = self.lint(outcome.text, project, triggers, triggered if round_number == 0 else None)
             taken: list[Edit] = []
             chosen: list[Finding] = []
+            # Findings that share one fix (two names one inserted line moves)
+            # take the answer given for it: asked once, applied or declined together.
+            answered: dict[tuple[Edit, ...], bool] = {}
             for finding in findings:
                 if finding.fix is None or not (finding.fix.safe or self.unsafe_fixes):
                     continue
                 original = _in_original(finding, rounds)
                 key = (finding.code, original.start, original.end)
-                if key in declined or any(_overlaps(edit, taken) for edit in finding.fix.edits):
+                if key in declined:
                     continue
-                if approve is not None and not approve(outcome.text, finding):
+                edits = tuple(sorted(finding.fix.edits))
+                if edits in answered:
+                    if answered[edits]:
+                        chosen.append(finding)
+                    else:
+                        declined.add(key)
+                    continue
+                if any(_overlaps(edit, taken) for edit in finding.fix.edits):
+                    continue
+                answered[edits] = approve is None or approve(outcome.text, finding)
+                if not answered[edits]:
                     declined.add(key)
                     continue
                 taken.extend(edit for edit in finding.fix.edits if edit not in taken)

@@ -15,6 +15,8 @@ Example::
 
 from __future__ import annotations
 
+import os
+
 import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -183,7 +185,7 @@ def nearest(directory: Path) -> Settings:
     with a [tool.fixdev] table, walking up; the defaults when there is none."""
     for folder in (directory, *directory.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
+        if os.path.isfile(candidate):  # False, not PermissionError, in a folder that cannot be searched
             settings = load_file(candidate)
             if settings is not None:
                 return settings

@@ -5,8 +5,9 @@ replaces these globs, ``extend-include`` adds to them; ``notebooks=False``
 leaves notebooks out); ``.gitignore`` files (from the repository
 root down), the default excludes, ``--exclude`` (relative to the current folder)
 and ``[tool.fixdev] exclude`` (relative to its pyproject.toml) prune the walk. A file named
-on the command line is always processed (``force_excluded`` asks, for one
-file, what a walk would have decided). Symbolic links to directories are not
+on the command line is processed all the same, unless ``force_exclude`` says
+otherwise (``force_excluded`` asks, for one file, what a walk would have
+decided). Symbolic links to directories are not
 followed, a linked file is taken only when it resolves inside the tree being
 walked, and a file reached twice is yielded once.
 """
@@ -70,7 +71,9 @@ def _config_spec(patterns: tuple[str, ...]) -> pathspec.PathSpec:
 
 def _repo_root(start: Path) -> Path | None:
     for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+        # os.path.exists, not Path.exists: a folder that cannot be searched
+        # holds no repository fixdev can read, rather than a traceback.
+        if os.path.exists(folder / ".git"):
             return folder
     return None
 
@@ -115,21 +118,43 @@ def _initial_ignores(start: Path) -> _Ignores:
     return ignores
 
 
-def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: Path | None = None, notebooks: bool = True) -> Iterator[Path | Missing]:
-    """Yield the files to process, and a ``Missing`` for each bad path given."""
+def _excluded(path: Path, is_dir: bool, exclude_spec: pathspec.PathSpec, exclude_root: Path,
+              configured: tuple[Path, pathspec.PathSpec] | None) -> bool:
+    """``path`` matches the default excludes or ``--exclude`` (relative to
+    ``exclude_root``), or the configured ``exclude`` (relative to its
+    pyproject.toml). Gitignore semantics: a match on a folder covers what is in it."""
+    rel = _relative(path, exclude_root).as_posix()
+    if exclude_spec.match_file(rel + ("/" if is_dir else "")) or exclude_spec.match_file(rel):
+        return True
+    if configured is None:
+        return False
+    root, spec = configured
+    rel = _relative(path, root).as_posix()
+    return spec.match_file(rel + ("/" if is_dir else "")) or spec.match_file(rel)
+
+
+def force_excluded(path: Path, excludes: Iterable[str] = (), exclude_root: Path | None = None, is_dir: bool = False) -> bool:
+    """``--force-exclude``: a path named on the command line (or given as
+    ``--stdin-filename``) that a folder walk would have skipped."""
+    full = path.absolute()
+    if full == (exclude_root or Path.cwd()).absolute() or not path.name:
+        return False  # the folder the patterns are relative to is never its own match
+    exclude_spec = _spec([*DEFAULT_EXCLUDES, *excludes])
+    return _excluded(path, is_dir, exclude_spec, (exclude_root or Path.cwd()).absolute(), _configured_excludes(full.parent))
+
+
+def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: Path | None = None, notebooks: bool = True,
+             force_exclude: bool = False) -> Iterator[Path | Missing]:
+    """Yield the files to process, and a ``Missing`` for each bad path given.
+    With ``force_exclude``, paths given are checked against the excludes too,
+    as Ruff's ``--force-exclude`` does (pre-commit names every staged file)."""
+    excludes = tuple(excludes)
     exclude_spec = _spec([*DEFAULT_EXCLUDES, *excludes])
     exclude_root = (exclude_root or Path.cwd()).absolute()
     seen: set[str] = set()
 
     def excluded(path: Path, is_dir: bool, configured: tuple[Path, pathspec.PathSpec] | None) -> bool:
-        rel = _relative(path, exclude_root).as_posix()
-        if exclude_spec.match_file(rel + ("/" if is_dir else "")) or exclude_spec.match_file(rel):
-            return True
-        if configured is None:
-            return False
-        root, spec = configured
-        rel = _relative(path, root).as_posix()
-        return spec.match_file(rel + ("/" if is_dir else "")) or spec.match_file(rel)
+        return _excluded(path, is_dir, exclude_spec, exclude_root, configured)
 
     def included(path: Path, name: str, configured: tuple[Path, pathspec.PathSpec] | None) -> bool:
         if not notebooks and name.endswith(NOTEBOOK_SUFFIX):
@@ -147,11 +172,20 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
         return True
 
     for given in paths:
-        if given.is_file():
+        try:
+            is_file, is_dir = given.is_file(), given.is_dir()
+        except OSError as exc:
+            # A path inside a folder that cannot be searched: stat itself is
+            # refused. One line, as a walked folder's unreadable file gets.
+            yield Missing(given, f"cannot read: {exc.strerror or exc}")
+            continue
+        if force_exclude and (is_file or is_dir) and force_excluded(given, excludes, exclude_root, is_dir):
+            continue
+        if is_file:
             if first_time(given):
                 yield given
             continue
-        if not given.is_dir():
+        if not is_dir:
             reason = "no such file or directory" if not given.exists() and not given.is_symlink() else "not a file or directory"
             yield Missing(given, reason)
             continue

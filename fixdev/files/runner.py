@@ -159,7 +159,8 @@ def process_text(
         text = result.code = notebook.code  # outputs (images) do not count towards the limit
         result.cell_errors = notebook.errors
     if len(text) > MAX_CHARACTERS:
-        result.error = f"file too large to analyse ({len(text) / 1e6:.1f} million characters; the limit is {MAX_CHARACTERS / 1e6:.0f})"
+        # Both counts in full: rounded to millions, 2,000,000 read as "2".
+        result.error = f"file too large to analyse ({len(text):,} characters; the limit is {MAX_CHARACTERS:,} characters)"
         return result
     settings: Settings | None = None
     entry = None

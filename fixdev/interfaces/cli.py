@@ -19,7 +19,7 @@ from fixdev import __version__
 from fixdev.interfaces import output
 from fixdev.files import parallel
 from fixdev.files.config import ConfigError, nearest
-from fixdev.files.discovery import Missing, discover
+from fixdev.files.discovery import Missing, discover, force_excluded
 from fixdev.engine.findings import Finding, apply_edits
 from fixdev.engine.registry import SelectionError, all_rules, find_rule, matching
 from fixdev.files.runner import FileResult, Mode, Overrides, decode, process_file, process_text
@@ -55,12 +55,14 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_ERROR)
 
 
-def _use_color(choice: Color) -> bool:
+def _use_color(choice: Color, stream=None) -> bool:
+    """Colour for what goes to ``stream`` (stdout by default): with auto,
+    only a terminal gets it, so a pipe or a file never holds escape codes."""
     if choice is Color.always:
         return True
     if choice is Color.never or os.environ.get("NO_COLOR"):
         return False
-    return bool(os.environ.get("FORCE_COLOR")) or sys.stdout.isatty()
+    return bool(os.environ.get("FORCE_COLOR")) or (stream or sys.stdout).isatty()
 
 
 def _version(value: bool) -> None:
@@ -69,19 +71,21 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _rule_lines(rules) -> list[str]:
+    width = max(len(rule.name) for rule in rules)
+    return [f"  {rule.code}  {'[*]' if rule.fixable() else '   '}  {rule.name:<{width}}  {rule.message}" for rule in rules]
+
+
 def _list_rules(value: bool) -> None:
     if value:
         from fixdev.engine.rule import GROUPS
 
         rules = all_rules()
-        width = max(len(rule.name) for rule in rules)
         for number, group in enumerate(dict.fromkeys([*GROUPS, *(rule.group for rule in rules)])):
             members = [rule for rule in rules if rule.group == group]
             if members:
                 typer.echo(f"{'' if number == 0 else chr(10)}{GROUPS.get(group, group)} ({group})")
-            for rule in members:
-                mark = "[*]" if rule.fixable() else "   "
-                typer.echo(f"  {rule.code}  {mark}  {rule.name:<{width}}  {rule.message}")
+                typer.echo("\n".join(_rule_lines(members)))
         raise typer.Exit()
 
 
@@ -90,7 +94,13 @@ def _explain(value: Optional[str]) -> None:
         try:
             rule = find_rule(value)
         except SelectionError as exc:
-            _fail(str(exc))
+            try:
+                rules = [info.load() for info in matching(value)]  # a prefix (FDV1) or a group: which rules it names
+            except SelectionError:
+                _fail(str(exc))
+            typer.echo(f"{value} names {len(rules)} rule{'s' if len(rules) != 1 else ''} (fixdev --explain CODE for one):")
+            typer.echo("\n".join(_rule_lines(rules)))
+            raise typer.Exit()
         typer.echo(rule.explanation())
         raise typer.Exit()
 
@@ -130,27 +140,46 @@ class Progress:
 
 
 class Interaction:
-    """``--interactive``: asks about each fix, like ``git add -p``."""
+    """``--interactive``: asks about each fix, like ``git add -p``. Enter
+    means no: a fix is written only when asked for."""
+
+    PROMPT = "Apply this fix? [y/N/a/q]"
+    HINT = "Answer y (apply it), n or Enter (skip it), a (apply it and every fix after it) or q (skip it and every fix after it)."
+    ANSWERS = {"y": "y", "yes": "y", "n": "n", "no": "n", "": "n", "a": "a", "all": "a", "q": "q", "quit": "q"}
 
     def __init__(self, color: bool) -> None:
         self.color = color
         self.answer_all: bool | None = None  # True after [a]ll, False after [q]uit
 
     def __call__(self, path: Path, text: str, finding: Finding) -> bool:
-        if self.answer_all is not None:
-            return self.answer_all
+        if self.answer_all is False:
+            return False
         where = output.where(path, output.index_for(path, text), finding.start)
         typer.echo(f"{where}: {finding.code} [{finding.name}] {finding.fix.message}")
         typer.echo(output.code_diff(path, text, apply_edits(text, finding.fix.edits), self.color), nl=False, color=self.color)
-        while True:
-            answer = typer.prompt("Apply this fix? [y]es / [n]o / [a]ll / [q]uit", default="y", show_default=False).strip().lower()
-            if answer in ("y", "yes", "n", "no", "a", "all", "q", "quit"):
-                break
-        if answer.startswith("a"):
+        if self.answer_all:
+            typer.echo("Applied (a: all).")  # shown, so that the run's output says what was written
+            return True
+        answer = self._ask()
+        if answer == "a":
             self.answer_all = True
-        elif answer.startswith("q"):
+        elif answer == "q":
             self.answer_all = False
-        return answer[0] in "ya"
+        return answer in "ya"
+
+    def _ask(self) -> str:
+        while True:
+            try:
+                reply = typer.prompt(self.PROMPT, default="", show_default=False)
+            except (typer.Abort, EOFError, KeyboardInterrupt):
+                # Ctrl-C or Ctrl-D at the prompt: quit, as q does (the prompt
+                # turns both into Abort, which the runner would report as a bug).
+                typer.echo()
+                return "q"
+            answer = self.ANSWERS.get(reply.strip().lower())
+            if answer is not None:
+                return answer
+            typer.echo(self.HINT)
 
 
 EPILOG = """\b
@@ -169,7 +198,11 @@ Exit codes:
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 def main_command(
-    paths: Optional[List[Path]] = typer.Argument(None, help="Files or folders to check (default: .). '-' reads stdin.", show_default=False, metavar="PATH..."),
+    # readable=False: click would end the whole run at an unreadable path;
+    # discovery and the runner report it as one line and go on with the rest.
+    # hidden: typer's table would show it as "PATH... <list[Path]>"; the
+    # command's help text describes it instead.
+    paths: Optional[List[Path]] = typer.Argument(None, show_default=False, metavar="PATH", readable=False, hidden=True),
     check: bool = typer.Option(False, "--check", help="Report findings, change nothing (the default)."),
     diff: bool = typer.Option(False, "--diff", help="Print the fixes as unified diffs, change nothing."),
     apply: bool = typer.Option(False, "--apply", help="Print each file's diff, then write the fixes."),
@@ -178,12 +211,13 @@ def main_command(
     extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", metavar="RULES", help="Rules to add to the selection."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES", help="Rules to leave out."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
+    force_exclude: bool = typer.Option(False, "--force-exclude", help="Skip paths named on the command line (and --stdin-filename) that --exclude or [tool.fixdev] exclude match."),
     no_notebooks: bool = typer.Option(False, "--no-notebooks", help="Walk folders for Python files only, not Jupyter notebooks (.ipynb)."),
     output_format: Format = typer.Option(Format.full, "--output-format", metavar="FORMAT", help="full, concise, json, github or sarif."),
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin ('-')."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only."),
-    color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Color diffs: auto (on a terminal), always, never."),
+    color: Color = typer.Option(Color.auto, "--color", metavar="WHEN", help="Color diffs and findings: auto (on a terminal), always, never."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the result cache (.fixdev_cache/)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help="Worker processes (default: the number of CPUs)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
@@ -196,7 +230,11 @@ def main_command(
     probe_init: Optional[str] = typer.Option(None, "--init", metavar="JSON", help="With --probe: the constructor's arguments, a JSON object (keywords) or list."),
     probe_train: bool = typer.Option(False, "--train", help="With --probe: train mode, then the loss and backward where the fake GPU allows."),
 ) -> None:
-    """Find and fix PyTorch device bugs (CPU/CUDA mismatches)."""
+    """Find and fix PyTorch device bugs (CPU/CUDA mismatches).
+
+    \b
+    PATH...  files or folders to check (default: .); '-' reads stdin
+    """
     if sum((check, diff, apply)) > 1:
         _fail("choose one of --check, --diff, --apply")
     mode = Mode.APPLY if apply else Mode.DIFF if diff else Mode.CHECK
@@ -213,6 +251,7 @@ def main_command(
     if select or extend_select or ignore:
         _check_selection(overrides)
     use_color = _use_color(color)
+    err_color = _use_color(color, sys.stderr)  # --diff and --apply report findings on stderr
     if (probe_inputs or probe_init is not None or probe_train) and probe is None:
         _fail("--input, --init and --train go with --probe FILE:CLASS")
     if traceback_log is not None or probe is not None:
@@ -225,7 +264,13 @@ def main_command(
     if any(str(p) == "-" for p in paths):
         if len(paths) > 1:
             _fail("'-' (stdin) cannot be combined with other paths")
-        raise typer.Exit(_run_stdin(Path(stdin_filename or "stdin.py"), mode, overrides, output_format, quiet, exit_zero, use_color))
+        name = Path(stdin_filename or "stdin.py")
+        if force_exclude and stdin_filename is not None and force_excluded(name, _words(exclude)):
+            # As Ruff does: an editor piping an excluded file gets it back as it was.
+            if mode is Mode.APPLY:
+                sys.stdout.buffer.write(sys.stdin.buffer.read())
+            raise typer.Exit(EXIT_CLEAN)
+        raise typer.Exit(_run_stdin(name, mode, overrides, output_format, quiet, exit_zero, use_color, err_color))
     if stdin_filename is not None:
         # Reading stdin only because a name was given would hang a run that
         # meant to scan folders; scanning them would ignore what was piped.
@@ -235,7 +280,7 @@ def main_command(
     results: list[FileResult] = []
     errors = 0
     printed_config_errors: set[str] = set()
-    found = list(discover(paths, _words(exclude), notebooks=not no_notebooks))
+    found = list(discover(paths, _words(exclude), notebooks=not no_notebooks, force_exclude=force_exclude))
     for item in found:
         if isinstance(item, Missing):
             typer.echo(f"{output.display(item.path)}: error: {item.message}", err=True)
@@ -265,20 +310,23 @@ def main_command(
         results.append(result)
         if (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
             progress.clear()
-            _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask))
+            _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask), err_color=err_color)
 
     progress.clear()
     if output_format in (Format.json, Format.github, Format.sarif):
-        items = output.as_json(r for r in results if not r.error)
-        if output_format is Format.json:
-            typer.echo(json.dumps(items, indent=2))
-        elif output_format is Format.github:
-            typer.echo(output.github(items), nl=False)
-        else:
-            typer.echo(output.sarif(items), nl=False)
+        typer.echo(_machine_output([r for r in results if not r.error], output_format, exit_zero), nl=False)
     if not quiet:
         _summary(results, mode, errors)
     raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+
+
+def _machine_output(results: list[FileResult], fmt: Format, exit_zero: bool) -> str:
+    if fmt is Format.json:
+        return json.dumps(output.as_json(results), indent=2) + "\n"
+    if fmt is Format.github:
+        # ::error, as Ruff prints them; with --exit-zero findings do not fail the run.
+        return output.github(results, "warning" if exit_zero else "error")
+    return output.sarif(results)
 
 
 def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], mode: Mode, overrides: Overrides, fmt: Format, quiet: bool,
@@ -323,13 +371,22 @@ def _check_selection(overrides: Overrides) -> None:
         pass  # reported, naming the file, when the files it governs are processed
 
 
-def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool) -> None:
+def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool, err_color: bool = False) -> None:
     if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
-        typer.echo(output.result_diff(result, color), nl=False, color=color)
-    _print_findings(result, mode, fmt)
+        if result.code is not None:
+            # A notebook's diff is one per cell, for reading: git apply cannot
+            # take it, so it goes to stderr and stdout stays a patch.
+            typer.echo(output.result_diff(result, err_color), nl=False, color=err_color, err=True)
+        else:
+            # Bytes, in the file's own encoding, BOM and line breaks: what
+            # `fixdev --diff | git apply` needs.
+            sys.stdout.flush()
+            sys.stdout.buffer.write(output.patch(result, color))
+            sys.stdout.buffer.flush()
+    _print_findings(result, mode, fmt, color if mode is Mode.CHECK else err_color)
 
 
-def _print_findings(result: FileResult, mode: Mode, fmt: Format) -> None:
+def _print_findings(result: FileResult, mode: Mode, fmt: Format, color: bool = False) -> None:
     """--check reports findings on stdout: they are its output. With --diff and
     --apply, stdout carries the changes (a patch that ``git apply`` can take,
     or the fixed source from stdin), so what remains to report goes to stderr
@@ -338,10 +395,10 @@ def _print_findings(result: FileResult, mode: Mode, fmt: Format) -> None:
     index = output.index_for(result.path, text)
     for finding in result.findings:
         if fmt is Format.full:
-            shown = output.finding_full(result.path, text, index, finding)
+            shown = output.finding_full(result.path, text, index, finding, color)
         else:
-            shown = output.finding_line(result.path, index, finding, concise=True) + "\n"
-        typer.echo(shown, nl=False, err=mode is not Mode.CHECK)
+            shown = output.finding_line(result.path, index, finding, concise=True, color=color) + "\n"
+        typer.echo(shown, nl=False, err=mode is not Mode.CHECK, color=color)
 
 
 def _summary(results: list[FileResult], mode: Mode, errors: int) -> None:
@@ -380,7 +437,7 @@ def _exit_code(results: list[FileResult], mode: Mode, errors: int, exit_zero: bo
     return EXIT_FINDINGS if remaining or changes else EXIT_CLEAN
 
 
-def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool) -> int:
+def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool, err_color: bool) -> int:
     data = sys.stdin.buffer.read()
     try:
         source = decode(name, data)
@@ -404,16 +461,45 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
         sys.stdout.flush()
         # No summary: an editor filtering its buffer through this command may
         # read stderr into the buffer too.
-        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full)
+        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full, err_color)
     elif fmt in (Format.json, Format.github, Format.sarif):
-        items = output.as_json([result])
-        typer.echo(json.dumps(items, indent=2) if fmt is Format.json else output.github(items) if fmt is Format.github else output.sarif(items), nl=fmt is Format.json)
+        typer.echo(_machine_output([result], fmt, exit_zero), nl=False)
     else:
-        _print_file(result, mode, fmt, quiet, color, diff_printed=False)
+        _print_file(result, mode, fmt, quiet, color, diff_printed=False, err_color=err_color)
         if not quiet:
             _summary([result], mode, len(result.cell_errors))
     return _exit_code([result], mode, len(result.cell_errors), exit_zero)
 
 
+try:  # typer 0.2x carries its own copy of click
+    from typer._click.exceptions import ClickException, NoSuchOption
+except ImportError:
+    from click.exceptions import ClickException, NoSuchOption
+
+
+def _usage_error(exc: ClickException) -> str:
+    """A command-line error as one line, in the style of fixdev's other
+    errors. click's own suggestion is dropped (``--jobs`` for ``--bogus``):
+    one is made only for a close spelling."""
+    if isinstance(exc, NoSuchOption):
+        import difflib
+
+        # Compared without the dashes every option shares, and closely.
+        options = {name[2:]: name for param in typer.main.get_command(app).params for name in param.opts if name.startswith("--")}
+        close = difflib.get_close_matches(exc.option_name.lstrip("-"), options, n=1, cutoff=0.75)
+        hint = f"; did you mean {options[close[0]]}?" if close else ""
+        return f"no such option: {exc.option_name}{hint} (see fixdev --help)"
+    message = exc.format_message()
+    return message[:1].lower() + message[1:].rstrip(".")
+
+
 def main() -> None:
-    app(prog_name="fixdev")
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(prog_name="fixdev", standalone_mode=False)
+    except ClickException as exc:
+        typer.echo(f"fixdev: error: {_usage_error(exc)}", err=True)
+        code = EXIT_ERROR
+    except typer.Abort:
+        code = EXIT_ERROR
+    sys.exit(code or 0)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import unicodedata
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from fixdev import __version__
 from fixdev.engine.findings import Finding
@@ -64,6 +65,35 @@ def code_diff(path: Path, old: str, new: str, color: bool = False) -> str:
     return "".join(parts)
 
 
+def patch(result: FileResult, color: bool = False) -> bytes:
+    """A Python file's diff as the bytes ``git apply`` needs: each line in
+    the file's own encoding, with its own line break, and the BOM on the
+    first line when the file has one (the text fixdev works on has none).
+    Headers name the path as given (git apply run in a sub-folder takes
+    paths relative to it)."""
+    source = result.source
+    encoding = source.encoding if source is not None else "utf-8"
+    bom = "\ufeff" if source is not None and source.bom else ""
+    old, new = bom + result.original, bom + (result.fixed if result.fixed is not None else result.original)
+    name = display(result.path).lstrip("/")
+    out = []
+    for line in difflib.unified_diff(split_lines(old), split_lines(new), f"a/{name}", f"b/{name}"):
+        if line.startswith(("---", "+++")):
+            data = os.fsencode(line)  # the path's bytes as the file system has them
+        else:
+            # A fix that cannot be encoded is refused when written; the patch
+            # shows it all the same rather than fail.
+            data = line.encode("ascii" if line.startswith("@@") else encoding, "replace")
+        ending = b"" if line.endswith(("\n", "\r")) else b"\n\\ No newline at end of file\n"
+        if color:
+            style = _BOLD if line.startswith(("---", "+++")) else _CYAN if line.startswith("@@") else _RED if line[:1] == "-" else _GREEN if line[:1] == "+" else ""
+            if style:
+                body = data.rstrip(b"\r\n")
+                data = style.encode() + body + _RESET.encode() + data[len(body):]
+        out.append(data + ending)
+    return b"".join(out)
+
+
 def result_diff(result: FileResult, color: bool = False) -> str:
     if result.code is not None:
         return code_diff(result.path, result.code, result.fixed_code or result.code, color)
@@ -95,15 +125,25 @@ def where(path: Path, index: LineIndex | CellIndex, offset: int) -> str:
     return f"{display(path)}:{row}:{column}"
 
 
-def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool = False) -> str:
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"{style}{text}{_RESET}" if color and text else text
+
+
+def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool = False, color: bool = False) -> str:
+    """``path:row:col: CODE [name] [*] message``; with ``color``, as Ruff
+    paints it: the path bold, the code red, the fix mark cyan."""
     place = where(path, index, finding.start)
-    mark = " [*]" if finding.fix else ""
+    name = display(path)
+    if color and place.startswith(name):
+        place = _paint(name, _BOLD, color) + place[len(name):]
+    code = _paint(finding.code, _BOLD + _RED, color)
+    mark = " " + _paint("[*]", _CYAN, color) if finding.fix else ""
     if concise:
-        return f"{place}: {finding.code}{mark} {finding.message}"
-    return f"{place}: {finding.code} [{finding.name}]{mark} {finding.message}"
+        return f"{place}: {code}{mark} {finding.message}"
+    return f"{place}: {code} [{finding.name}]{mark} {finding.message}"
 
 
-def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> str:
+def finding_full(path: Path, text: str, index: LineIndex, finding: Finding, color: bool = False) -> str:
     """The ``full`` format, as Ruff's: the finding's line, the source line with
     carets under the finding (to the end of that line when it spans several),
     and the fix's message. Ends with a blank line that separates findings."""
@@ -118,15 +158,16 @@ def finding_full(path: Path, text: str, index: LineIndex, finding: Finding) -> s
     marked = max(1, _width(line[: column - 1 + finding.end - finding.start]) - before)
     number = str(row)
     gutter = " " * len(number)
+    bar = _paint("|", _CYAN, color)
     out = [
-        finding_line(path, index, finding),
-        f"{gutter} |",
-        f"{number} | {line.expandtabs(TAB)}".rstrip(),
-        f"{gutter} | {' ' * before}{'^' * marked} {finding.code}",
-        f"{gutter} |",
+        finding_line(path, index, finding, color=color),
+        f"{gutter} {bar}",
+        f"{_paint(number, _CYAN, color)} {bar} {line.expandtabs(TAB)}".rstrip(),
+        f"{gutter} {bar} {' ' * before}{_paint('^' * marked + ' ' + finding.code, _BOLD + _RED, color)}",
+        f"{gutter} {bar}",
     ]
     if finding.fix is not None:
-        out.append(f"{gutter} = help: {finding.fix.message}")
+        out.append(f"{gutter} {_paint('=', _CYAN, color)} {_paint('help', _BOLD, color)}: {finding.fix.message}")
     return "\n".join(out) + "\n\n"
 
 
@@ -139,56 +180,106 @@ def _width(text: str) -> int:
 
 
 def as_json(results: Iterable[FileResult]) -> list[dict[str, Any]]:
-    items = []
-    for result in results:
-        index = index_for(result.path, result.findings_text)
-        original = index_for(result.path, result.original_text)
-        for finding, idx, fixed in [(f, original, True) for f in result.applied] + [(f, index, False) for f in result.findings]:
-            fix = None
-            if finding.fix is not None:
-                fix = {
-                    "applicability": finding.fix.applicability,
-                    "message": finding.fix.message,
-                    "applied": fixed,
-                    "edits": [
-                        {"content": content, "location": json_location(idx, start), "end_location": json_location(idx, end)}
-                        for start, end, content in (_edit(idx, e) for e in finding.fix.edits)
-                    ],
-                }
-            item = {
-                "code": finding.code,
-                "name": finding.name,
-                "message": finding.message,
-                "filename": display(result.path),
-                "location": json_location(idx, finding.start),
-                "end_location": json_location(idx, finding.end),
-                "fix": fix,
+    return [item for result in results for item, _ in _items(result)]
+
+
+def _items(result: FileResult) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Each finding of ``result`` as a JSON item, and whether its positions
+    are in the original text (a fix made or to be made) or in ``findings_text``."""
+    index = index_for(result.path, result.findings_text)
+    original = index_for(result.path, result.original_text)
+    for finding, idx, fixed in [(f, original, True) for f in result.applied] + [(f, index, False) for f in result.findings]:
+        fix = None
+        if finding.fix is not None:
+            fix = {
+                "applicability": finding.fix.applicability,
+                "message": finding.fix.message,
+                "applied": fixed,
+                "edits": [
+                    {"content": content, "location": json_location(idx, start), "end_location": json_location(idx, end)}
+                    for start, end, content in (_edit(idx, e) for e in finding.fix.edits)
+                ],
             }
-            if isinstance(idx, CellIndex):
-                item["cell"] = item["location"]["cell"]
-            items.append(item)
-    return items
+        item = {
+            "code": finding.code,
+            "name": finding.name,
+            "message": finding.message,
+            "filename": display(result.path),
+            "location": json_location(idx, finding.start),
+            "end_location": json_location(idx, finding.end),
+            "fix": fix,
+        }
+        if isinstance(idx, CellIndex):
+            item["cell"] = item["location"]["cell"]
+        yield item, fixed
 
 
-def github(items: Sequence[dict[str, Any]]) -> str:
+class _NotebookText:
+    """Cell positions as positions in the ``.ipynb`` file's own JSON text,
+    for viewers that know files, not cells (GitHub's annotations and code
+    scanning): the place in the JSON string that holds the cell's line."""
+
+    def __init__(self, result: FileResult) -> None:
+        from fixdev.files.notebook import Notebook, NotebookError
+
+        self.texts: dict[bool, tuple[Any, LineIndex] | None] = {}
+        # Applied fixes are placed in the notebook as read; the other findings
+        # in the one the user will find (as written, after --apply).
+        for in_original, raw in ((True, result.original), (False, result.fixed if result.findings_in_fixed and result.fixed else result.original)):
+            try:
+                self.texts[in_original] = (Notebook.from_json(raw), LineIndex(raw))
+            except NotebookError:
+                self.texts[in_original] = None
+
+    def region(self, item: dict[str, Any], in_original: bool) -> dict[str, int] | None:
+        found = self.texts.get(in_original)
+        if found is None:
+            return None
+        notebook, lines = found
+        loc, end = item["location"], item["end_location"]
+        first = notebook.raw_offset(loc["cell"], loc["row"], loc["column"])
+        if first is None:
+            return None
+        row, column = lines.position(first)
+        last = notebook.raw_offset(end["cell"], end["row"], end["column"]) if end.get("cell") == loc["cell"] else None
+        end_row, end_column = lines.position(last) if last is not None and last >= first else (row, column)
+        return {"startLine": row, "startColumn": column, "endLine": end_row, "endColumn": end_column}
+
+
+def _regions(results: Iterable[FileResult]) -> Iterator[tuple[dict[str, Any], dict[str, int] | None]]:
+    """Every finding's JSON item and, for a notebook, its region in the .ipynb text."""
+    for result in results:
+        text = _NotebookText(result) if is_notebook(result.path) and result.code is not None else None
+        for item, in_original in _items(result):
+            yield item, text.region(item, in_original) if text is not None else None
+
+
+def github(results: Iterable[FileResult], level: str = "error") -> str:
+    """Workflow commands, one a finding, as Ruff prints them: ``::error``
+    (``level`` ``warning`` where findings do not fail the run)."""
     lines = []
-    for item in items:
+    for item, region in _regions(results):
         loc, end = item["location"], item["end_location"]
         title = f"{item['code']} {item['name']}"
         message = item["message"].replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         if "cell" in item:
-            # Lines of a cell are not lines of the .ipynb file: the annotation
-            # goes on the file, the message says where in it.
-            lines.append(f"::warning title={title},file={item['filename']}::cell {item['cell']}:{loc['row']}:{loc['column']}: {item['code']} {message}")
+            # The annotation goes on the line of the .ipynb's JSON that holds
+            # the cell's line; the message says where in the cell.
+            place = f",line={region['startLine']},col={region['startColumn']}" if region else ""
+            lines.append(f"::{level} title={title},file={item['filename']}{place}::cell {item['cell']}:{loc['row']}:{loc['column']}: {item['code']} {message}")
             continue
         lines.append(
-            f"::warning title={title},file={item['filename']},line={loc['row']},col={loc['column']},"
+            f"::{level} title={title},file={item['filename']},line={loc['row']},col={loc['column']},"
             f"endLine={end['row']},endColumn={end['column']}::{item['code']} {message}"
         )
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def sarif(items: Sequence[dict[str, Any]]) -> str:
+def sarif(results: Iterable[FileResult]) -> str:
+    """SARIF 2.1.0, for GitHub code scanning. Columns count code points
+    (``columnKind``). SARIF has no notebook cells: a notebook's region is in
+    the ``.ipynb`` JSON text, the cell in the result's properties and message,
+    and its fix is left out (edits of the JSON text would have to be JSON)."""
     from fixdev.engine.registry import all_rules
 
     rules = [
@@ -203,33 +294,31 @@ def sarif(items: Sequence[dict[str, Any]]) -> str:
         for rule in all_rules()
     ]
     order = {rule["id"]: i for i, rule in enumerate(rules)}
-    results = []
-    for item in items:
+    results_out = []
+    for item, notebook_region in _regions(results):
+        region = notebook_region or {
+            "startLine": item["location"]["row"],
+            "startColumn": item["location"]["column"],
+            "endLine": item["end_location"]["row"],
+            "endColumn": item["end_location"]["column"],
+        }
+        properties: dict[str, Any] = {}
         result = {
             "ruleId": item["code"],
             "ruleIndex": order[item["code"]],
             "level": "warning",
             "message": {"text": item["message"]},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": item["filename"]},
-                        "region": {
-                            "startLine": item["location"]["row"],
-                            "startColumn": item["location"]["column"],
-                            "endLine": item["end_location"]["row"],
-                            "endColumn": item["end_location"]["column"],
-                        },
-                    }
-                }
-            ],
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": item["filename"]}, "region": region}}],
         }
         if "cell" in item:
-            # SARIF has no notion of notebook cells: the region counts lines of
-            # the cell the property names, and the message names it too.
-            result["message"]["text"] = f"cell {item['cell']}: {item['message']}"
-            result["locations"][0]["physicalLocation"]["properties"] = {"cell": item["cell"]}
+            result["message"]["text"] = f"cell {item['cell']}:{item['location']['row']}:{item['location']['column']}: {item['message']}"
+            properties.update(cell=item["cell"], cellRegion={
+                "startLine": item["location"]["row"], "startColumn": item["location"]["column"],
+                "endLine": item["end_location"]["row"], "endColumn": item["end_location"]["column"],
+            })
         if item["fix"] is not None:
+            properties.update(applicability=item["fix"]["applicability"], fixApplied=item["fix"]["applied"])
+        if item["fix"] is not None and "cell" not in item:
             result["fixes"] = [
                 {
                     "description": {"text": item["fix"]["message"]},
@@ -245,7 +334,6 @@ def sarif(items: Sequence[dict[str, Any]]) -> str:
                                         "endColumn": e["end_location"]["column"],
                                     },
                                     "insertedContent": {"text": e["content"]},
-                                    **({"properties": {"cell": e["location"]["cell"]}} if "cell" in e["location"] else {}),
                                 }
                                 for e in item["fix"]["edits"]
                             ],
@@ -253,14 +341,17 @@ def sarif(items: Sequence[dict[str, Any]]) -> str:
                     ],
                 }
             ]
-        results.append(result)
+        if properties:
+            result["properties"] = properties
+        results_out.append(result)
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [
             {
                 "tool": {"driver": {"name": "fixdev", "version": __version__, "informationUri": "https://pypi.org/project/fixdev/", "rules": rules}},
-                "results": results,
+                "results": results_out,
+                "columnKind": "unicodeCodePoints",  # columns count characters, as everywhere in fixdev
             }
         ],
     }
