@@ -51,6 +51,7 @@ class FileResult:
     fixed_code: str | None = None
     cell_errors: list[CellError] = field(default_factory=list)  # cells left out; the others were processed
     syntax_error: SyntaxLocation | None = None  # where ``error`` is, when a parser refused the text
+    unsafe_fixes: bool = False  # the file's settings apply unsafe fixes too (what "fixable" means for it)
 
     @property
     def findings_text(self) -> str:
@@ -166,6 +167,7 @@ def process_text(
     entry = None
     try:
         settings = settings_for(path, overrides)
+        result.unsafe_fixes = settings.unsafe_fixes
         facts = project.for_file(path) if project is not None else None
         if use_cache and approve is None:
             entry = cache.key(text.encode("utf-8", "surrogatepass"), mode is Mode.CHECK, _selection(settings, path))

@@ -211,6 +211,10 @@ def main_command(
     extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", metavar="RULES", help="Rules to add to the selection."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES", help="Rules to leave out."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
+    unsafe_fixes: Optional[bool] = typer.Option(
+        None, "--unsafe-fixes/--no-unsafe-fixes",
+        help="Apply fixes that may change more than the device (dtype, RNG stream, state-dict keys); overrides [tool.fixdev] unsafe-fixes.",
+    ),
     force_exclude: bool = typer.Option(False, "--force-exclude", help="Skip paths named on the command line (and --stdin-filename) that --exclude or [tool.fixdev] exclude match."),
     no_notebooks: bool = typer.Option(False, "--no-notebooks", help="Walk folders for Python files only, not Jupyter notebooks (.ipynb)."),
     output_format: Format = typer.Option(Format.full, "--output-format", metavar="FORMAT", help="full, concise, json, github or sarif."),
@@ -247,7 +251,7 @@ def main_command(
             matching(word)
         except SelectionError as exc:
             _fail(f"{exc} (see fixdev --list-rules)")
-    overrides = Overrides(select=_words(select) or None, extend_select=_words(extend_select), ignore=_words(ignore))
+    overrides = Overrides(select=_words(select) or None, extend_select=_words(extend_select), ignore=_words(ignore), unsafe_fixes=unsafe_fixes)
     if select or extend_select or ignore:
         _check_selection(overrides)
     use_color = _use_color(color)
@@ -395,9 +399,9 @@ def _print_findings(result: FileResult, mode: Mode, fmt: Format, color: bool = F
     index = output.index_for(result.path, text)
     for finding in result.findings:
         if fmt is Format.full:
-            shown = output.finding_full(result.path, text, index, finding, color)
+            shown = output.finding_full(result.path, text, index, finding, color, result.unsafe_fixes)
         else:
-            shown = output.finding_line(result.path, index, finding, concise=True, color=color) + "\n"
+            shown = output.finding_line(result.path, index, finding, concise=True, color=color, unsafe_fixes=result.unsafe_fixes) + "\n"
         typer.echo(shown, nl=False, err=mode is not Mode.CHECK, color=color)
 
 
@@ -409,16 +413,19 @@ def _summary(results: list[FileResult], mode: Mode, errors: int) -> None:
         if not errors:  # the error lines said what went wrong; this says all is well
             typer.echo("No device bugs found." if results else "No Python files found.", err=True)
         return
+    # Unsafe fixes left out by the settings, as Ruff counts its hidden fixes.
+    hidden = sum(1 for r in results for f in r.findings if f.fix is not None and not output.applicable(f, r.unsafe_fixes))
+    hint = f" ({_plural(hidden, 'hidden fix')} can be enabled with --unsafe-fixes)" if hidden else ""
     if mode is Mode.CHECK:
-        fixable = sum(1 for r in results for f in r.findings if f.fix)
+        fixable = sum(1 for r in results for f in r.findings if output.applicable(f, r.unsafe_fixes))
         if remaining:
-            typer.echo(f"Found {_plural(remaining, 'finding')} ({fixable} fixable with --apply).", err=True)
+            typer.echo(f"Found {_plural(remaining, 'finding')} ({fixable} fixable with --apply){hint}.", err=True)
     elif mode is Mode.DIFF:
         if applied or remaining:
-            typer.echo(f"Would fix {_plural(applied, 'finding')} in {_plural(files, 'file')}; {remaining} without a fix.", err=True)
+            typer.echo(f"Would fix {_plural(applied, 'finding')} in {_plural(files, 'file')}; {remaining - hidden} without a fix{hint}.", err=True)
     else:
         if applied or remaining:
-            typer.echo(f"Fixed {_plural(applied, 'finding')} in {_plural(files, 'file')}; {remaining} remaining.", err=True)
+            typer.echo(f"Fixed {_plural(applied, 'finding')} in {_plural(files, 'file')}; {remaining} remaining{hint}.", err=True)
 
 
 def _plural(n: int, word: str) -> str:

@@ -339,8 +339,12 @@ def serve() -> None:
         server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     def quick_fix(finding: Finding, found, changes: dict) -> lsp.CodeAction:
+        # An unsafe fix is offered too (the user picks it by hand, reading its
+        # title), but never preferred; fix-all applies it only with unsafe-fixes.
+        unsafe = "" if finding.fix.safe else " (unsafe)"
         return lsp.CodeAction(
-            title=f"{finding.fix.message} ({finding.code})", kind=lsp.CodeActionKind.QuickFix, diagnostics=[found], is_preferred=True, edit=lsp.WorkspaceEdit(changes=changes)
+            title=f"{finding.fix.message} ({finding.code}){unsafe}", kind=lsp.CodeActionKind.QuickFix, diagnostics=[found],
+            is_preferred=finding.fix.safe, edit=lsp.WorkspaceEdit(changes=changes),
         )
 
     def disable(uri: str, text: str, finding: Finding, start: int, end: int, found, offered: set) -> list[lsp.CodeAction]:

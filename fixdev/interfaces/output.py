@@ -129,21 +129,28 @@ def _paint(text: str, style: str, color: bool) -> str:
     return f"{style}{text}{_RESET}" if color and text else text
 
 
-def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool = False, color: bool = False) -> str:
+def applicable(finding: Finding, unsafe_fixes: bool) -> bool:
+    """Whether ``--apply`` applies the finding's fix: a safe fix, or an unsafe
+    one with ``--unsafe-fixes`` (what ``[*]`` marks, as in Ruff)."""
+    return finding.fix is not None and (finding.fix.safe or unsafe_fixes)
+
+
+def finding_line(path: Path, index: LineIndex, finding: Finding, concise: bool = False, color: bool = False, unsafe_fixes: bool = False) -> str:
     """``path:row:col: CODE [name] [*] message``; with ``color``, as Ruff
-    paints it: the path bold, the code red, the fix mark cyan."""
+    paints it: the path bold, the code red, the fix mark cyan. ``[*]`` marks a
+    fix ``--apply`` applies (an unsafe one only with ``unsafe_fixes``)."""
     place = where(path, index, finding.start)
     name = display(path)
     if color and place.startswith(name):
         place = _paint(name, _BOLD, color) + place[len(name):]
     code = _paint(finding.code, _BOLD + _RED, color)
-    mark = " " + _paint("[*]", _CYAN, color) if finding.fix else ""
+    mark = " " + _paint("[*]", _CYAN, color) if applicable(finding, unsafe_fixes) else ""
     if concise:
         return f"{place}: {code}{mark} {finding.message}"
     return f"{place}: {code} [{finding.name}]{mark} {finding.message}"
 
 
-def finding_full(path: Path, text: str, index: LineIndex, finding: Finding, color: bool = False) -> str:
+def finding_full(path: Path, text: str, index: LineIndex, finding: Finding, color: bool = False, unsafe_fixes: bool = False) -> str:
     """The ``full`` format, as Ruff's: the finding's line, the source line with
     carets under the finding (to the end of that line when it spans several),
     and the fix's message. Ends with a blank line that separates findings."""
@@ -160,14 +167,15 @@ def finding_full(path: Path, text: str, index: LineIndex, finding: Finding, colo
     gutter = " " * len(number)
     bar = _paint("|", _CYAN, color)
     out = [
-        finding_line(path, index, finding, color=color),
+        finding_line(path, index, finding, color=color, unsafe_fixes=unsafe_fixes),
         f"{gutter} {bar}",
         f"{_paint(number, _CYAN, color)} {bar} {line.expandtabs(TAB)}".rstrip(),
         f"{gutter} {bar} {' ' * before}{_paint('^' * marked + ' ' + finding.code, _BOLD + _RED, color)}",
         f"{gutter} {bar}",
     ]
     if finding.fix is not None:
-        out.append(f"{gutter} {_paint('=', _CYAN, color)} {_paint('help', _BOLD, color)}: {finding.fix.message}")
+        unsafe = "" if finding.fix.safe else " (unsafe fix: applied with --unsafe-fixes)" if not unsafe_fixes else " (unsafe fix)"
+        out.append(f"{gutter} {_paint('=', _CYAN, color)} {_paint('help', _BOLD, color)}: {finding.fix.message}{unsafe}")
     return "\n".join(out) + "\n\n"
 
 
