@@ -9,7 +9,7 @@ from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes
 from fixdev.engine.source import line_start
 
 from fixdev.analysis import file_analysis as analysis, placement
-from fixdev.analysis.flow import What
+from fixdev.analysis.flow import HOST, Device, What
 from .hard_coded_cuda import cuda_device, distributed, guarded, torch_at, torch_prefix
 
 # legacy type → the dtype it makes
@@ -48,8 +48,11 @@ class LegacyTensorType(Rule):
     dtype and device:
     `torch.cuda.FloatTensor(n, m)` → `torch.empty(n, m, dtype=torch.float32, device=...)`,
     `torch.cuda.LongTensor([1, 2])` → `torch.tensor([1, 2], dtype=torch.int64, device=...)`
-    (also a new NumPy array: `FloatTensor(np.random.normal(0, 1, (n, d)))`),
-    `x.type(torch.cuda.FloatTensor)` → `x.to(device, torch.float32)`. An alias,
+    (also a new NumPy array: `FloatTensor(np.random.normal(0, 1, (n, d)))`;
+    an existing one → `torch.as_tensor(a, dtype=..., device=...)`),
+    `x.type(torch.cuda.FloatTensor)` → `x.to(torch.float32)` where the device
+    flow shows `x` on a device already (or under `if x.is_cuda:`), and
+    `x.to(device, torch.float32)` where it shows `x` on the host. An alias,
     `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, is
     rewritten at every use (`Tensor(n, 1)`, `x.type(Tensor)`) when the file
     shows them all; the alias line then goes, or becomes the device it chose:
@@ -89,7 +92,12 @@ class LegacyTensorType(Rule):
     which takes `x`'s dtype and device.
 
     ## Fix safety
-    The dtype is kept exactly (`torch.Tensor` in an alias's CPU branch is the
+    Safe: only where the tensors live changes. `.type(torch.cuda.X)` keeps a
+    CUDA tensor on the GPU it is on, so `x.to("cuda", ...)`, which would move
+    one on a second GPU to the current one, is written only for a host `x`.
+    An existing NumPy array goes through `torch.as_tensor`, which shares its
+    memory where the CPU type does (same dtype) and copies where the CUDA
+    type copies. The dtype is kept exactly (`torch.Tensor` in an alias's CPU branch is the
     default dtype, float32, unless the file changes it; then the alias is
     reported). Sizes give uninitialised memory, as before. Data is copied,
     as the legacy constructor copies a list or a new array. An alias at
@@ -102,11 +110,20 @@ class LegacyTensorType(Rule):
     `Variable` itself is a harmless no-op since 0.4). CPU types
     (`torch.FloatTensor(n)`) run everywhere and are left alone, and so are
     type checks (`isinstance(x, torch.cuda.FloatTensor)`).
-    Reported without a fix: a tensor, an existing array or any argument the
-    code does not show to be sizes or new data (the legacy constructor may
-    share its memory), keyword arguments, a module's `.type(...)` (which also
-    casts integer buffers), an alias bound twice, on an attribute, or used
-    other than as a constructor or `.type()` argument, and
+    An alias that runs everywhere (`A if cuda else torch.FloatTensor`, or the
+    CUDA type chosen under a CUDA check, as in `if device == "cuda": dtype =
+    torch.cuda.FloatTensor`) is a modernisation, not a bug: it is rewritten
+    only when every use has an exact rewrite, else left alone whole (bound
+    twice, on an attribute, used other than as a constructor or `.type()`
+    argument, `.type(A)` of a tensor that is not shown to be on the host,
+    or an argument not shown to be sizes, data or an array).
+    Reported without a fix: `x.type(torch.cuda.X)` where `x` may be on the
+    host or on any GPU (no one `.to(...)` does both), a tensor or any
+    argument the code does not show to be sizes, data or a NumPy array (the
+    legacy constructor shares a tensor's memory), keyword arguments, a
+    module's `.type(...)` (which also casts integer buffers), an unconditional
+    alias bound twice, on an attribute, or used other than as a constructor
+    or `.type()` argument, and
     `torch.set_default_tensor_type(torch.cuda.FloatTensor)`.
     """
 
@@ -121,6 +138,12 @@ class LegacyTensorType(Rule):
         "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
         "import torch\nfrom torch.autograd import Variable\nx = Variable(torch.ones(3)).cuda()\n",
         "import torch\nx = torch.empty(3, dtype=torch.float32, device='cuda')\n",
+        # an alias runs everywhere: a fix that keeps every use exact, or nothing.
+        # `.type(Tensor)` of a tensor that may be on any GPU has no exact rewrite
+        "import torch\ncuda = torch.cuda.is_available()\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+        "def prepare(x):\n    return x.type(Tensor)\n",
+        "import torch\ndef summary(device):\n    if device == 'cuda' and torch.cuda.is_available():\n        dtype = torch.cuda.FloatTensor\n"
+        "    else:\n        dtype = torch.FloatTensor\n    return torch.rand(2, 3).type(dtype)\n",
     ]
     INVALID = [
         Invalid(
@@ -132,14 +155,22 @@ class LegacyTensorType(Rule):
             "import torch\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor([0, 2])\n",
             "import torch\nif torch.cuda.is_available():\n    idx = torch.tensor([0, 2], dtype=torch.int64, device=\"cuda\")\n",
         ),
+        # `.type` keeps a CUDA tensor on its GPU: x may be on any one
+        Invalid("import torch\ndef prepare(x, device):\n    return x.type(torch.cuda.FloatTensor)\n", None),
         Invalid(
-            "import torch\ndef prepare(x, device):\n    return x.type(torch.cuda.FloatTensor)\n",
-            "import torch\ndef prepare(x, device):\n    return x.to(device, torch.float32)\n",
+            "import torch\ndef prepare(x):\n    x = x.cuda()\n    return x.type(torch.cuda.HalfTensor)\n",
+            "import torch\ndef prepare(x):\n    x = x.cuda()\n    return x.to(torch.float16)\n",
+        ),
+        Invalid(
+            "import torch\ndef prepare(a, device):\n    return torch.from_numpy(a).type(torch.cuda.FloatTensor)\n",
+            "import torch\ndef prepare(a, device):\n    return torch.from_numpy(a).to(device, torch.float32)\n",
         ),
         Invalid(
             "import torch\ncuda = torch.cuda.is_available()\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+            "loader = torch.utils.data.DataLoader(data)\n"
             "for imgs in loader:\n    valid = Tensor(imgs.size(0), 1).fill_(1.0)\n    real = imgs.type(Tensor)\n",
             'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\ncuda = torch.cuda.is_available()\n'
+            "loader = torch.utils.data.DataLoader(data)\n"
             "for imgs in loader:\n    valid = torch.empty(imgs.size(0), 1, dtype=torch.float32, device=device).fill_(1.0)\n"
             "    real = imgs.to(device, torch.float32)\n",
         ),
@@ -151,6 +182,11 @@ class LegacyTensorType(Rule):
         Invalid(
             "import torch\ndef target(input):\n    return torch.tensor(1.0).type(input.type()).expand_as(input)\n",
             "import torch\ndef target(input):\n    return torch.tensor(1.0).to(input).expand_as(input)\n",
+        ),
+        # an existing array: shared where the CPU type would share it, copied to a GPU
+        Invalid(
+            "import numpy as np\nimport torch\nlabels = np.array([0, 1])\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor(labels)\n",
+            "import numpy as np\nimport torch\nlabels = np.array([0, 1])\nif torch.cuda.is_available():\n    idx = torch.as_tensor(labels, dtype=torch.int64, device=\"cuda\")\n",
         ),
         # a NumPy shape is a plain tuple: the legacy constructor reads it as data
         Invalid("import numpy as np\nimport torch\na = np.zeros((2, 3))\nb = torch.cuda.FloatTensor(a.shape)\n", None),
@@ -227,15 +263,13 @@ class LegacyTensorType(Rule):
             edits, how = rewrite
             self.report(site, fix=edits, fix_message=how)
 
-    def _rewrite(self, call: cst.Call, legacy: str, torch: str | None, device: tuple[str, list[Edit]] | None) -> tuple[list[Edit], str] | str:
+    def _rewrite(self, call: cst.Call, legacy: str, torch: str | None, device: tuple[str, list[Edit]] | None, alias: bool = False) -> tuple[list[Edit], str] | str:
         """The edits that rewrite ``call`` (a constructor call, or
-        ``x.type(T)``); or why not, as a message."""
+        ``x.type(T)``); or why not, as a message. ``alias``: ``T`` is an
+        alias that is the CPU type when its condition is false."""
         dtype = DTYPES[legacy]
         if torch is None:
             return f"Legacy `{legacy}`: CUDA-only; `torch` is not imported where this runs"
-        if device is None:
-            return f"Legacy `{legacy}`: CUDA-only; no place to define a device that is sure to run before this line"
-        device_text, edits = device
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "type":
             receiver = call.func.value
             kept = call.args[1:]
@@ -243,22 +277,66 @@ class LegacyTensorType(Rule):
                 return f"Legacy `{legacy}` with other arguments: use `.to(device, torch.{dtype})`"
             if analysis.what_of(self, receiver) is What.MODULE:
                 return f"`Module.type({legacy})` also casts integer buffers: use `.to(device, torch.{dtype})` if that is not needed"
+            # `.type(torch.cuda.X)` keeps a CUDA tensor on the GPU it is on
+            # and moves a host one to the current GPU; `.to("cuda")` would move
+            # a tensor on another GPU to the current one. So: a host receiver
+            # goes to the device, a CUDA one only changes dtype, and one the
+            # code does not show either way is left to the reader.
+            side = self._receiver_side(receiver)
             start, end = self.span(call.func.attr)[0], self.span(call)[1]
+            if side == "device" and not alias:
+                text = analysis.call_text(self, "to", [f"{torch}.{dtype}"], kept)
+                return [Edit(start, end, text)], f"Use `.to({torch}.{dtype})`: the tensor is already on its GPU"
+            if side != "host":
+                return (
+                    f"Legacy `{legacy}`: CUDA-only; `.type` keeps a CUDA tensor on its GPU, so use `.to({torch}.{dtype})` "
+                    f"if it is one, else `.to(device, {torch}.{dtype})`"
+                )
+            if device is None:
+                return f"Legacy `{legacy}`: CUDA-only; no place to define a device that is sure to run before this line"
+            device_text, edits = device
             text = analysis.call_text(self, "to", [device_text, f"{torch}.{dtype}"], kept)
             return [*edits, Edit(start, end, text)], f"Use `.to({device_text}, {torch}.{dtype})`"
+        if device is None:
+            return f"Legacy `{legacy}`: CUDA-only; no place to define a device that is sure to run before this line"
+        device_text, edits = device
         kind = self._arguments(call)
         if kind is None:
             return f"Legacy `{legacy}` of something not shown to be sizes or new data (an existing tensor or array may share its memory): rewrite it by hand"
-        factory = "empty" if kind == "sizes" else "tensor"
+        # an existing NumPy array: the CPU constructor shares its memory where
+        # the dtype matches and the CUDA one copies, as torch.as_tensor does
+        factory = {"sizes": "empty", "data": "tensor", "array": "as_tensor"}[kind]
         args = list(call.args) if call.args else [cst.Arg(cst.Integer("0"))]
         new = call.with_changes(func=cst.parse_expression(f"{torch}.{factory}"), args=args)
         new = analysis.with_keyword_argument(new, "dtype", f"{torch}.{dtype}")
         new = analysis.with_keyword_argument(new, "device", device_text)
         return [*edits, self.replace(call, new)], f"Use `{torch}.{factory}(..., dtype={torch}.{dtype}, device={device_text})`"
 
+    def _receiver_side(self, receiver: cst.BaseExpression) -> str | None:
+        """``"host"`` or ``"device"`` where the device flow shows every place
+        the tensor may live on that side (``"device"`` also under ``if
+        receiver.is_cuda:``); None where it does not."""
+        flow = analysis.flow_of(self)
+        node = flow.node_at(*self.span(receiver))
+        places = flow.where(node) if node is not None else frozenset()
+        if places and all(p is HOST for p, _ in places):
+            return "host"
+        if places and all(isinstance(p, Device) for p, _ in places):
+            return "device"
+        text, facts = self.code_of(receiver), analysis.of(self)
+        child, current = receiver, facts.parent(receiver)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(current, cst.If) and child is current.body:
+                test = current.test
+                if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda" and self.code_of(test.value) == text:
+                    return "device"
+            child, current = current, facts.parent(current)
+        return None
+
     def _arguments(self, call: cst.Call) -> str | None:
-        """``"sizes"``, ``"data"`` (a list, a tuple or a new NumPy array), or
-        None when the code does not show which."""
+        """``"sizes"``, ``"data"`` (a list, a tuple or a new NumPy array),
+        ``"array"`` (a NumPy array the flow knows), or None when the code does
+        not show which."""
         args = call.args
         if any(a.keyword is not None or a.star == "**" for a in args):
             return None
@@ -271,11 +349,12 @@ class LegacyTensorType(Rule):
             return "sizes"
         if self._is_new_array(value):
             return "data"
-        if isinstance(value, cst.Name):
-            flow = analysis.flow_of(self)
-            node = flow.node_at(*self.span(value))
-            if node is not None and flow.what(node) is What.SCALAR:
-                return "sizes"
+        flow = analysis.flow_of(self)
+        node = flow.node_at(*self.span(value))
+        if node is not None and flow.what(node) is What.ARRAY:
+            return "array"
+        if isinstance(value, cst.Name) and node is not None and flow.what(node) is What.SCALAR:
+            return "sizes"
         return None
 
     def _is_size(self, value: cst.BaseExpression) -> bool:
@@ -336,7 +415,8 @@ class LegacyTensorType(Rule):
         if legacy is None:
             return
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
-            self.report(value, f"Legacy `{legacy}` alias: CUDA-only; use factories with `dtype=` and `device=`")
+            if condition is None and not guarded(analysis.of(self), node):  # `A if cuda else B` runs everywhere
+                self.report(value, f"Legacy `{legacy}` alias: CUDA-only; use factories with `dtype=` and `device=`")
             return
         _Alias(self, node, node.targets[0].target.value, legacy, condition, cuda_first).fix()
 
@@ -379,15 +459,23 @@ class _Alias:
     def fix(self) -> None:
         rule, facts = self.rule, self.facts
         message = f"Legacy `{self.legacy}` alias `{self.name}`: CUDA-only where unguarded; use factories with `dtype=` and `device=`"
+        # `A if cuda else torch.FloatTensor`, or the CUDA type under a CUDA
+        # check, runs everywhere: not a bug, a modernisation, so it is a fix
+        # that keeps every use exact, or nothing (never a report alone)
+        everywhere = self.condition is not None or guarded(facts, self.statement)
+
+        def cannot(reason: str) -> None:
+            if not everywhere:
+                rule.report(self.value, f"{message}{reason}")
+
         if not self._bound_once():
-            rule.report(self.value, f"{message} (`{self.name}` is bound more than once)")
+            cannot(f" (`{self.name}` is bound more than once)")
             return
-        if self.condition is None and guarded(facts, self.statement):
-            rule.report(self.value, message)
-            return
+        if everywhere and self.condition is None:
+            return  # only ever the CUDA type under a CUDA check
         uses = [u for u in _uses(facts).get(self.name, []) if self._resolves_here(u)]
         if any(self._call_of(u) is None or not self._after_binding(u) for u in uses):
-            rule.report(self.value, f"{message} (`{self.name}` is used other than as a constructor or `.type()` argument)")
+            cannot(f" (`{self.name}` is used other than as a constructor or `.type()` argument)")
             return
         if not uses:
             return  # nothing to rewrite; importing the name is harmless
@@ -397,13 +485,15 @@ class _Alias:
             call = self._call_of(use)
             device = self._device_at(call, definition)
             torch = torch_at(facts, call) or self._torch_through_alias(call)
-            rewrites.append((call, rule._rewrite(call, self.legacy, torch, device)))
+            rewrites.append((call, rule._rewrite(call, self.legacy, torch, device, alias=self.condition is not None)))
+        if everywhere and any(isinstance(r, str) for _, r in rewrites):
+            return  # a use without an exact rewrite: leave the alias whole
         inserted = [definition[1]] if definition is not None else []
         line_edit = self._line_edit()
         if line_edit is not None and all(not isinstance(r, str) for _, r in rewrites):
             edits = sorted({line_edit, *inserted, *(e for _, (found, _) in rewrites for e in found)})
             if any(a.end > b.start or a.start == b.start for a, b in zip(edits, edits[1:])):
-                rule.report(self.value, f"{message} (uses nested in one another: rewrite by hand)")
+                cannot(" (uses nested in one another: rewrite by hand)")
                 return
             rule.report(self.value, message, fix=edits, fix_message=f"Rewrite every use of `{self.name}` with `dtype=torch.{DTYPES[self.legacy]}` and a device")
             return

@@ -10,6 +10,7 @@ from fixdev.engine.rule import Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis
 from fixdev.analysis.flow import What
+from fixdev.analysis.moved import moved_before_use
 
 # factory → (name of its _like twin, positional arguments before the shape)
 FACTORIES = {
@@ -58,6 +59,7 @@ class LikeFactory(Rule):
     ```
 
     ## Fix safety
+<<<<<<< HEAD
     The result takes `x`'s dtype, layout and memory format, unless `dtype=` was
     given (it is kept): `torch.ones(x.shape)` is always float32, but
     `torch.ones_like(x)` is int64 when `x` is. `torch.rand_like` and
@@ -65,8 +67,32 @@ class LikeFactory(Rule):
     So the fix is unsafe (applied with `--unsafe-fixes`) unless `dtype=` is
     given and the factory draws nothing: `rand*_like` on a GPU draws from the
     device's generator, so a seeded run gives other numbers.
+=======
+    Unsafe, except where `dtype=` is given and the factory draws no random
+    numbers (`torch.zeros(x.shape, dtype=torch.int64)`): besides the device,
+    the fix may change the dtype and the random stream. The result takes `x`'s dtype, layout and memory format, unless
+    `dtype=` was given (it is kept): `torch.ones(x.shape)` is always float32,
+    but `torch.ones_like(x)` is int64 when `x` is, and float16 under `.half()`
+    (`torch.full_like(x, 0.5)` of an integer `x` is all zeros).
+    `torch.rand_like` and `torch.randn_like` raise on integer or bool `x`, and
+    on a GPU they draw from the GPU's generator instead of the CPU's: with the
+    same seed, other numbers than before (`torch.manual_seed` runs, a seeded
+    sampler). Every other argument is kept.
+>>>>>>> wt-trust-factory
 
     ## When it stays silent
+    When the code moves the result itself before it meets anything: in the
+    same expression (`torch.randn(x.shape).to(x.device)`, `.cuda()`,
+    `.type_as(x)`, also after host-only steps such as `* 0.1` or `.float()`),
+    or, for `noise = torch.randn(x.shape)`, on the next statement that reads
+    `noise` (`noise = noise.to(x.device)`; `if x.is_cuda: noise = noise.cuda()`,
+    whose other path is the CPU one); writing numbers into it (`f[i] = 1`) or
+    joining it with other host tensors first counts as host-only. Nothing is
+    broken there, and the rewrite would only change the random stream and the
+    dtype. The device flow says which steps keep it on the host and which
+    move it: `.to(torch.float16)` and `.cpu()` are no moves. A read before the
+    move, a `return`, a call argument, or a move under a test that is not
+    about CUDA still gets the fix.
     When `x` is not a plain name or attribute chain (evaluating a call once
     instead of twice, or not at all, could change behaviour); when `x` is known
     to be a NumPy array; when `x` is `self` (a Tensor subclass's own method:
@@ -117,6 +143,12 @@ class LikeFactory(Rule):
         "import numpy as np\nimport torch\na = np.zeros((2, 3))\ny = torch.zeros(a.shape)\n",
         "import torch\nclass T(torch.Tensor):\n    def blank(self):\n        return torch.zeros(self.size())\n",
         "ones = lambda s: s\ny = ones(x.shape)\n",
+        # moved in the same expression, or before anything reads it: nothing is broken
+        "import torch\ndef f(x):\n    return x + torch.randn(x.shape).to(x.device)\n",
+        "import torch\ndef f(x):\n    return x + torch.zeros(x.size()).cuda()\n",
+        "import torch\ndef f(x):\n    return x + (torch.rand(x.shape) * 0.1).type_as(x)\n",
+        "import torch\ndef f(x):\n    noise = torch.randn(x.shape)\n    if x.is_cuda:\n        noise = noise.cuda()\n    return x + noise\n",
+        "import torch\ndef f(x):\n    noise = torch.randn(x.shape)\n    noise = noise.to(x.device)\n    return x + noise\n",
     ]
     INVALID = [
         Invalid("import torch\ny = torch.ones(x.shape)\n", "import torch\ny = torch.ones_like(x)\n"),
@@ -127,6 +159,12 @@ class LikeFactory(Rule):
         Invalid("import torch\ny = torch.randint(0, 10, x.shape)\n", "import torch\ny = torch.randint_like(x, 0, 10)\n"),
         Invalid("import torch\ny = torch.randint(10, size=x.shape)\n", "import torch\ny = torch.randint_like(x, 10)\n"),
         Invalid("import torch\ny = torch.empty(size=x.size(), requires_grad=True)\n", "import torch\ny = torch.empty_like(x, requires_grad=True)\n"),
+        # read before the move; `.to(dtype)` is no move
+        Invalid(
+            "import torch\ndef f(x):\n    noise = torch.randn(x.shape)\n    y = x + noise\n    noise = noise.to(x.device)\n    return y\n",
+            "import torch\ndef f(x):\n    noise = torch.randn_like(x)\n    y = x + noise\n    noise = noise.to(x.device)\n    return y\n",
+        ),
+        Invalid("import torch\ndef f(x):\n    return x * torch.ones(x.shape).to(torch.float16)\n", "import torch\ndef f(x):\n    return x * torch.ones_like(x).to(torch.float16)\n"),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -142,8 +180,13 @@ class LikeFactory(Rule):
         owner = _shape_owner(shape_arg)
         if owner is None:
             return
-        shape = shape_arg.value  # the owner as written (``_shape_owner`` returns a copy)
-        if analysis.what_of(self, shape.value if isinstance(shape, cst.Attribute) else shape.func.value) is What.ARRAY:
+        shape = shape_arg.value
+        written = shape.value if isinstance(shape, cst.Attribute) else shape.func.value  # the owner as written (``_shape_owner`` returns a copy)
+        if analysis.what_of(self, written) is What.ARRAY:
+            return
+        if moved_before_use(self, node, self.code_of(written)):
+            # the code moves it itself before it meets anything: nothing is
+            # broken, and the rewrite would change the random stream and dtype
             return
         twin, _ = FACTORIES[factory]
         if isinstance(node.func, cst.Attribute):
