@@ -59,15 +59,6 @@ class LikeFactory(Rule):
     ```
 
     ## Fix safety
-<<<<<<< HEAD
-    The result takes `x`'s dtype, layout and memory format, unless `dtype=` was
-    given (it is kept): `torch.ones(x.shape)` is always float32, but
-    `torch.ones_like(x)` is int64 when `x` is. `torch.rand_like` and
-    `torch.randn_like` raise on integer or bool `x`. Every other argument is kept.
-    So the fix is unsafe (applied with `--unsafe-fixes`) unless `dtype=` is
-    given and the factory draws nothing: `rand*_like` on a GPU draws from the
-    device's generator, so a seeded run gives other numbers.
-=======
     Unsafe, except where `dtype=` is given and the factory draws no random
     numbers (`torch.zeros(x.shape, dtype=torch.int64)`): besides the device,
     the fix may change the dtype and the random stream. The result takes `x`'s dtype, layout and memory format, unless
@@ -77,8 +68,8 @@ class LikeFactory(Rule):
     `torch.rand_like` and `torch.randn_like` raise on integer or bool `x`, and
     on a GPU they draw from the GPU's generator instead of the CPU's: with the
     same seed, other numbers than before (`torch.manual_seed` runs, a seeded
-    sampler). Every other argument is kept.
->>>>>>> wt-trust-factory
+    sampler). Every other argument is kept. Unsafe fixes are applied with
+    `--unsafe-fixes`.
 
     ## When it stays silent
     When the code moves the result itself before it meets anything: in the
