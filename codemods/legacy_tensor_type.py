@@ -101,7 +101,10 @@ class LegacyTensorType(Rule):
     `Variable(x).cuda()` is `cuda-call`'s (`.cuda()` → `.to(device)`;
     `Variable` itself is a harmless no-op since 0.4). CPU types
     (`torch.FloatTensor(n)`) run everywhere and are left alone, and so are
-    type checks (`isinstance(x, torch.cuda.FloatTensor)`).
+    type checks (`isinstance(x, torch.cuda.FloatTensor)`). So is a name
+    bound to a CUDA type under a CUDA check and bound again elsewhere (`if
+    torch.cuda.is_available(): dtype = torch.cuda.FloatTensor` / `else:
+    dtype = torch.FloatTensor`): each run gets a type that works there.
     Reported without a fix: a tensor, an existing array or any argument the
     code does not show to be sizes or new data (the legacy constructor may
     share its memory), keyword arguments, a module's `.type(...)` (which also
@@ -118,6 +121,13 @@ class LegacyTensorType(Rule):
 
     VALID = [
         "import torch\nx = torch.FloatTensor(3, 4)\n",
+        # the CUDA binding runs only under a CUDA check, the CPU one otherwise (issue 25)
+        (
+            "import torch\ndef summary(model, size, device='cuda'):\n"
+            "    if device == 'cuda' and torch.cuda.is_available():\n        dtype = torch.cuda.FloatTensor\n"
+            "    else:\n        dtype = torch.FloatTensor\n"
+            "    return model(torch.rand(2, *size).type(dtype))\n"
+        ),
         "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
         "import torch\nfrom torch.autograd import Variable\nx = Variable(torch.ones(3)).cuda()\n",
         "import torch\nx = torch.empty(3, dtype=torch.float32, device='cuda')\n",
@@ -380,6 +390,11 @@ class _Alias:
         rule, facts = self.rule, self.facts
         message = f"Legacy `{self.legacy}` alias `{self.name}`: CUDA-only where unguarded; use factories with `dtype=` and `device=`"
         if not self._bound_once():
+            if guarded(facts, self.statement):
+                # `if torch.cuda.is_available(): T = torch.cuda.X else: T = torch.X`:
+                # this binding runs only with CUDA, another serves the other
+                # runs; nothing here fails on the CPU build
+                return
             rule.report(self.value, f"{message} (`{self.name}` is bound more than once)")
             return
         if self.condition is None and guarded(facts, self.statement):

@@ -126,7 +126,9 @@ class LoadMapLocation(Rule):
     dataset's or torchtext's data), or the same run saved it before the load
     (earlier in the same scope, not in another arm of an `if`/`try`), on a
     device it has. A path that comes from elsewhere (a parameter, a flag the
-    file never saves to) is judged as before.
+    file never saves to) is judged as before. Not reported (for want of a
+    device to fix with) under a CUDA check (`if torch.cuda.is_available():`,
+    `if args.cuda:`): the GPU is there when the line runs.
     """
 
     code = "FDV105"
@@ -179,6 +181,12 @@ class LoadMapLocation(Rule):
             "        labels = datasets.MNIST(root=self.root, download=True).targets\n"
             "        with open(os.path.join(self.root, \"processed\", \"train.pt\"), 'wb') as f:\n"
             "            torch.save((images, labels), f)\n"
+        ),
+        # only runs where CUDA is available: no machine without a GPU reads it here
+        (
+            "import torch\ndef restore(path):\n    if torch.cuda.is_available():\n"
+            "        net = torch.load(path, weights_only=False)\n    else:\n"
+            "        net = torch.load(path, map_location='cpu', weights_only=False)\n    return net\n"
         ),
         # a cache of torchtext vectors the same script writes
         (
@@ -277,6 +285,8 @@ class LoadMapLocation(Rule):
                 # the CPU, whatever device the file was saved from
                 device = '"cpu"'
             if device is None:
+                if analysis.cuda_guarded(facts, node):
+                    return  # under `if torch.cuda.is_available():` the GPU is there
                 self.report(node, "Loading without `map_location` fails on a machine without the saving GPU; no device in scope to load onto")
                 return
         new_call = analysis.with_keyword_argument(node, "map_location", device)
