@@ -242,6 +242,12 @@ class LoadMapLocation(Rule):
         Invalid("import torch\nnet = torch.jit.load('net.pt')\nnet.to(device)\n", None),
         Invalid("import torch\ndevice = torch.device('cuda')\ndef get(path):\n    return torch.load(path, weights_only=False)\n", None),
         Invalid("import torch\nsd = torch.hub.load_state_dict_from_url(url)\n", "import torch\nsd = torch.hub.load_state_dict_from_url(url, map_location=\"cpu\")\n"),
+        # `args.gpu is None` is the arm without a chosen GPU: no CUDA check
+        Invalid(
+            "import torch\ndef resume(args):\n    if args.gpu is None:\n        ckpt = torch.load(args.resume, weights_only=False)\n"
+            "    else:\n        ckpt = torch.load(args.resume, map_location=f'cuda:{args.gpu}', weights_only=False)\n    return ckpt\n",
+            None,
+        ),
         # the program writes the file, but from a model on the GPU
         Invalid("import torch\ndef train(model):\n    model.cuda()\n    torch.save(model, 'net.pt')\ndef serve():\n    return torch.load('net.pt', weights_only=False)\n", None),
         # written in the other arm: this run did not save what it loads
