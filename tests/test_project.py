@@ -281,6 +281,11 @@ def test_reports_without_a_fix_in_a_module_nothing_imports_runs_or_names_are_dro
     (tmp_path / "plots.py").write_text(PLOTS + '\n\nif __name__ == "__main__":\n    precision("p.pth")\n')
     assert run("--no-cache", ".") == [REPORT]
     (tmp_path / "plots.py").write_text(PLOTS)
+    # a folder none of whose modules the run imports (examples, modules for users): unsure
+    project(tmp_path / "examples", {"plots.py": PLOTS, "other.py": "import torch\n"})
+    assert run("--no-cache", ".") == ["examples/" + REPORT]
+    for name in ("plots.py", "other.py"):
+        (tmp_path / "examples" / name).unlink()
     # with the cache: importing it from another file brings the report back
     assert run(".") == []
     (tmp_path / "main.py").write_text(MAIN + "from plots import precision\n")

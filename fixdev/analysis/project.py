@@ -234,7 +234,9 @@ def _never_runs(project: "Project", path: str) -> bool:
     has no ``if __name__ == "__main__"`` block and runs nothing at its top
     level (no call outside its functions and classes), and it is not a file
     tools run by name (``__init__``, ``conftest``, ``test_*``, ``setup``).
-    When unsure, False."""
+    Only in a folder some of whose other modules the run imports: where no
+    sibling is imported either (a folder of examples, modules for users to
+    import), nothing shows how its modules are used. When unsure, False."""
     if _ALWAYS_RUN.search(path) or len(project.files) < 2:
         return False
     try:
@@ -250,6 +252,10 @@ def _never_runs(project: "Project", path: str) -> bool:
             return False  # a script: it runs when run, whoever imports it
         stack.extend(ast.iter_child_nodes(node))
     stem = os.path.basename(path)[:-3]
+    folder = os.path.dirname(path)
+    siblings = {os.path.basename(f)[:-3] for f in project.files if os.path.dirname(f) == folder and f != path} - {"__init__"}
+    if not siblings & _imported_words(project):
+        return False  # nothing shows how this folder's modules are used: unsure
     word = re.compile(rf"\b{re.escape(stem)}\b")
     root = os.path.commonpath(list(project.files))
     for folder, subfolders, names in os.walk(root):
@@ -272,6 +278,26 @@ def _never_runs(project: "Project", path: str) -> bool:
             if word.search(text):
                 return False
     return True
+
+
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?([\w, \t]+)|import[ \t]+([\w., \t]+))", re.MULTILINE)
+
+
+def _imported_words(project: "Project") -> frozenset:
+    """Every module or name the run's files import, word by word (made once
+    per process)."""
+    found = getattr(project, "_imported", None)
+    if found is None:
+        words = set()
+        for path in project.files:
+            try:
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for match in _IMPORT_LINE.finditer(text):
+                words.update(_IDENTIFIER.findall(" ".join(group or "" for group in match.groups())))
+        found = project._imported = frozenset(words)
+    return found
 
 
 class FileFacts:
