@@ -306,4 +306,4 @@ class LoadMapLocation(Rule):
         if type(call) is not ast.Call:
             return False
         path = call.args[0] if call.args and type(call.args[0]) is not ast.Starred else next((k.value for k in call.keywords if k.arg == "f"), None)
-        return path is not None and saved_files(flow).written_here(call, path)
+        return path is not None and saved_files(self.context.shared, flow).written_here(call, path)

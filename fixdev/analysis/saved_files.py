@@ -198,11 +198,13 @@ class SavedFiles:
         return node
 
 
-def saved_files(flow: FileFlow) -> SavedFiles:
-    """The file's ``SavedFiles``, made once per flow."""
-    found = getattr(flow, "saved_files", None)
+def saved_files(shared: dict, flow: FileFlow) -> SavedFiles:
+    """The file's ``SavedFiles``, made once per file and kept in the rules'
+    ``shared`` cache (which the engine clears when the file is done: kept on
+    the flow, it and the flow would hold each other in a cycle)."""
+    found = shared.get("saved_files")
     if found is None:
-        found = flow.saved_files = SavedFiles(flow)
+        found = shared["saved_files"] = SavedFiles(flow)
     return found
 
 
