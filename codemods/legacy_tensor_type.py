@@ -135,6 +135,13 @@ class LegacyTensorType(Rule):
 
     VALID = [
         "import torch\nx = torch.FloatTensor(3, 4)\n",
+        # the CUDA binding runs only under a CUDA check, the CPU one otherwise (issue 25)
+        (
+            "import torch\ndef summary(model, size, device='cuda'):\n"
+            "    if device == 'cuda' and torch.cuda.is_available():\n        dtype = torch.cuda.FloatTensor\n"
+            "    else:\n        dtype = torch.FloatTensor\n"
+            "    return model(torch.rand(2, *size).type(dtype))\n"
+        ),
         "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
         "import torch\nfrom torch.autograd import Variable\nx = Variable(torch.ones(3)).cuda()\n",
         "import torch\nx = torch.empty(3, dtype=torch.float32, device='cuda')\n",

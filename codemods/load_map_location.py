@@ -9,6 +9,7 @@ import libcst as cst
 from fixdev.engine.rule import Invalid, Rule, child_nodes
 
 from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis.saved_files import saved_files
 
 # loader → index of map_location among its positional parameters
 LOADERS = {"torch.load": 1, "torch.jit.load": 1, "torch.hub.load_state_dict_from_url": 2, "torch.utils.model_zoo.load_url": 2}
@@ -115,6 +116,19 @@ class LoadMapLocation(Rule):
     read by key, with its weights going into `load_state_dict`, counts as a
     state dict; a script that never names CUDA or a GPU and never calls
     `.to(` runs on the CPU, so what it loads at module level goes there.)
+
+    Silent, fixed or not, when the file is one the same code writes and so
+    cannot hold tensors of a GPU the run lacks: every `torch.save` of the same
+    path (the same expression, also through `with open(path, "wb") as f`; a
+    path naming a function's locals only in that function, `self` only in
+    that class) writes values the device flow shows on the host (`x.cpu()`,
+    `torch.tensor(...)` data, tuples and dicts of them, a torchvision
+    dataset's or torchtext's data), or the same run saved it before the load
+    (earlier in the same scope, not in another arm of an `if`/`try`), on a
+    device it has. A path that comes from elsewhere (a parameter, a flag the
+    file never saves to) is judged as before. Not reported (for want of a
+    device to fix with) under a CUDA check (`if torch.cuda.is_available():`,
+    `if args.cuda:`): the GPU is there when the line runs.
     """
 
     code = "FDV105"
@@ -151,6 +165,62 @@ class LoadMapLocation(Rule):
         "import torch\nstate = torch.load(path, **options)\n",
         "import json\nstate = json.load(f)\n",
         "import torch\nm = torch.hub.load_state_dict_from_url(url, None, 'cpu')\n",
+        # a dataset's download() writes the file from host tensors: torch.tensor
+        # data and a torchvision dataset's labels (issue 25)
+        (
+            "import os\nimport torch\nfrom torchvision import datasets\n\n"
+            "class Digits(torch.utils.data.Dataset):\n"
+            "    def __init__(self, root, download=False):\n"
+            "        self.root = root\n"
+            "        if download:\n"
+            "            self.download()\n"
+            "        self.images, self.labels = torch.load(\n"
+            "            os.path.join(self.root, 'processed', 'train.pt'))\n\n"
+            "    def download(self):\n"
+            "        images = torch.ByteTensor(read_images(self.root))\n"
+            "        labels = datasets.MNIST(root=self.root, download=True).targets\n"
+            "        with open(os.path.join(self.root, \"processed\", \"train.pt\"), 'wb') as f:\n"
+            "            torch.save((images, labels), f)\n"
+        ),
+        # only runs where CUDA is available: no machine without a GPU reads it here
+        (
+            "import torch\ndef restore(path):\n    if torch.cuda.is_available():\n"
+            "        net = torch.load(path, weights_only=False)\n    else:\n"
+            "        net = torch.load(path, map_location='cpu', weights_only=False)\n    return net\n"
+        ),
+        # a cache of torchtext vectors the same script writes
+        (
+            "import os\nimport torch\nfrom torchtext.legacy import data\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "text = data.Field(lower=True)\n"
+            "if os.path.isfile(args.vector_cache):\n"
+            "    text.vocab.vectors = torch.load(args.vector_cache)\n"
+            "else:\n"
+            "    text.vocab.load_vectors('glove.6B.100d')\n"
+            "    torch.save(text.vocab.vectors, args.vector_cache)\n"
+        ),
+        # features copied to the host before they are saved
+        (
+            "import torch\n"
+            "def extract(model, loader):\n"
+            "    feats = torch.cat([model(x.cuda()) for x, _ in loader])\n"
+            "    torch.save(feats.cpu(), 'feats.pt')\n"
+            "def evaluate():\n"
+            "    feats = torch.load('feats.pt')\n"
+            "    return feats.mean()\n"
+        ),
+        # the same run saved it a few lines above, on a device it has
+        (
+            "import torch\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "model = Net().to(device)\n"
+            "for epoch in range(args.epochs):\n"
+            "    train(model)\n"
+            "    with open(args.save, 'wb') as f:\n"
+            "        torch.save(model, f)\n"
+            "with open(args.save, 'rb') as f:\n"
+            "    model = torch.load(f, weights_only=False)\n"
+        ),
     ]
     INVALID = [
         Invalid("import torch\nmodel.load_state_dict(torch.load('m.pth'))\n", "import torch\nmodel.load_state_dict(torch.load('m.pth', map_location=\"cpu\"))\n"),
@@ -172,6 +242,22 @@ class LoadMapLocation(Rule):
         Invalid("import torch\nnet = torch.jit.load('net.pt')\nnet.to(device)\n", None),
         Invalid("import torch\ndevice = torch.device('cuda')\ndef get(path):\n    return torch.load(path, weights_only=False)\n", None),
         Invalid("import torch\nsd = torch.hub.load_state_dict_from_url(url)\n", "import torch\nsd = torch.hub.load_state_dict_from_url(url, map_location=\"cpu\")\n"),
+        # `args.gpu is None` is the arm without a chosen GPU: no CUDA check
+        Invalid(
+            "import torch\ndef resume(args):\n    if args.gpu is None:\n        ckpt = torch.load(args.resume, weights_only=False)\n"
+            "    else:\n        ckpt = torch.load(args.resume, map_location=f'cuda:{args.gpu}', weights_only=False)\n    return ckpt\n",
+            None,
+        ),
+        # the program writes the file, but from a model on the GPU
+        Invalid("import torch\ndef train(model):\n    model.cuda()\n    torch.save(model, 'net.pt')\ndef serve():\n    return torch.load('net.pt', weights_only=False)\n", None),
+        # written in the other arm: this run did not save what it loads
+        Invalid(
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = Net().to(device)\n"
+            "if args.resume:\n    model = torch.load(args.ckpt, weights_only=False)\nelse:\n    train(model)\n    torch.save(model, args.ckpt)\n",
+            None,
+        ),
+        # `path` in one function is not `path` in another
+        Invalid("import torch\ndef save(t, path):\n    torch.save(t.cpu(), path)\ndef load(path):\n    return torch.load(path)\nx = x.cuda()\n", None),
         Invalid(
             "import torch.utils.model_zoo as model_zoo\nnet.load_state_dict(model_zoo.load_url(urls['r18']))\n",
             "import torch.utils.model_zoo as model_zoo\nnet.load_state_dict(model_zoo.load_url(urls['r18'], map_location=\"cpu\"))\n",
@@ -188,6 +274,8 @@ class LoadMapLocation(Rule):
             return
         if sum(a.keyword is None for a in node.args) > position:
             return
+        if self._reads_what_it_wrote(node):
+            return
         facts = analysis.of(self)
         if self.qualified_names(node.func) & STATE_DICT_LOADERS or _feeds_load_state_dict(facts, node):
             # load_state_dict copies into the model wherever it lives: any
@@ -203,7 +291,19 @@ class LoadMapLocation(Rule):
                 # the CPU, whatever device the file was saved from
                 device = '"cpu"'
             if device is None:
+                if analysis.cuda_guarded(facts, node):
+                    return  # under `if torch.cuda.is_available():` the GPU is there
                 self.report(node, "Loading without `map_location` fails on a machine without the saving GPU; no device in scope to load onto")
                 return
         new_call = analysis.with_keyword_argument(node, "map_location", device)
         self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `map_location={device}`")
+
+    def _reads_what_it_wrote(self, node: cst.Call) -> bool:
+        """The file is one this code writes from host values, or one the same
+        run saved before this load (``saved_files``): it cannot fail."""
+        flow = analysis.flow_of(self)
+        call = flow.node_at(*self.span(node))
+        if type(call) is not ast.Call:
+            return False
+        path = call.args[0] if call.args and type(call.args[0]) is not ast.Starred else next((k.value for k in call.keywords if k.arg == "f"), None)
+        return path is not None and saved_files(self.context.shared, flow).written_here(call, path)

@@ -60,6 +60,11 @@ class UnmovedInput(Rule):
     (`if args.cuda:`), when where either lives is not known (a function's
     parameter, a dataset that moves its own tensors, `torch.set_default_device`),
     and for factories such as `torch.zeros(n)` (see `factory-device`).
+    Silent in the CPU arm of a CUDA test (the `else:` of `if use_cuda:`, the
+    body of `if not args.cuda:`) when what is on the device got there only in
+    that same test's CUDA arm (`if use_cuda: model.cuda()`): on every run
+    both sides are then on the CPU. A model moved whatever the flag says is
+    still a finding there.
     Reported without a fix: a value made elsewhere (a parameter, a call
     result), a one-line loop body, a device that is not bound where the move
     would go, and values also read with `.numpy()` or NumPy.
@@ -88,6 +93,18 @@ class UnmovedInput(Rule):
             "for x, y in DataLoader(ds):\n    if args.cuda:\n        x = x.cuda()\n    out = model(x)\n"
         ),
         "import torch.nn as nn\ndef run(model, x):\n    return model(x)\n",
+        # the else: of `if use_cuda:`: the model moved only under that test (issue 25)
+        (
+            "import torch, torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
+            "use_cuda = torch.cuda.is_available()\nmodel = nn.Linear(4, 2)\nif use_cuda:\n    model = model.cuda()\n"
+            "for x, y in DataLoader(ds):\n    if use_cuda:\n        out = model(x.cuda())\n    else:\n        out = model(x)\n"
+            "    if not use_cuda:\n        loss = out - y\n"
+        ),
+        (
+            "import torch, torch.nn as nn\nmodel = nn.Linear(4, 2)\nif args.cuda:\n    model.cuda()\n"
+            "def evaluate(a):\n    if args.cuda:\n        return model(torch.from_numpy(a).cuda())\n"
+            "    else:\n        t = torch.from_numpy(a)\n        return model(t)\n"
+        ),
     ]
     INVALID = [
         Invalid(
@@ -115,6 +132,24 @@ class UnmovedInput(Rule):
             "model = nn.Linear(4, 2).to(device)\n"
             "for x, y in DataLoader(ds):\n    out = model(x)\n    print(x.numpy())\n",
             None,
+        ),
+        # the model goes to the device whatever the flag says: the CPU arm is a bug
+        Invalid(
+            "import torch, torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = nn.Linear(4, 2).to(device)\n"
+            "for x, y in DataLoader(ds):\n    if args.use_cuda:\n        out = model(x.to(device))\n    else:\n        out = model(x)\n",
+            "import torch, torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
+            "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = nn.Linear(4, 2).to(device)\n"
+            "for x, y in DataLoader(ds):\n    x = x.to(device)\n    if args.use_cuda:\n        out = model(x.to(device))\n    else:\n        out = model(x)\n",
+        ),
+        # moved under another test than the one whose else: this is
+        Invalid(
+            "import torch, torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
+            "model = nn.Linear(4, 2)\nif args.gpu:\n    model.cuda()\n"
+            "for x, y in DataLoader(ds):\n    if use_cuda:\n        out = model(x.cuda())\n    else:\n        out = model(x)\n",
+            "import torch, torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
+            "model = nn.Linear(4, 2)\nif args.gpu:\n    model.cuda()\n"
+            "for x, y in DataLoader(ds):\n    x = x.to(next(model.parameters()).device)\n    if use_cuda:\n        out = model(x.cuda())\n    else:\n        out = model(x)\n",
         ),
     ]
 

@@ -241,3 +241,52 @@ def test_loaders_another_file_returns_yield_host_batches(tmp_path, fixdev):
     assert (tmp_path / "main.py").read_text() == MAIN.replace(
         "for images, labels in train_loader:\n", "for images, labels in train_loader:\n    images, labels = images.to(device), labels.to(device)\n"
     )
+
+
+# A library module with a report that has no fix: a load with no device to load onto.
+PLOTS = """\
+import torch
+
+
+def precision(path):
+    data = torch.load(path)
+    x = torch.zeros(3).cuda()
+    return data["precision"]
+"""
+MAIN = """\
+import torch
+
+from model import Net
+
+net = Net().cuda()
+"""
+REPORT = "plots.py:5:12: FDV105 Loading without `map_location` fails on a machine without the saving GPU; no device in scope to load onto"
+
+
+def test_reports_without_a_fix_in_a_module_nothing_imports_runs_or_names_are_dropped(tmp_path, fixdev):
+    # issue 25: detr's util/plot_utils.py, imported by nothing of the repository
+    files = {"plots.py": PLOTS, "main.py": MAIN, "model.py": "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n"}
+    project(tmp_path, files)
+    run = lambda *paths: concise(fixdev("--check", "--output-format", "concise", "--select", "FDV105", *paths, cwd=tmp_path))
+    assert run("--no-cache", ".") == []
+    # checked alone, nothing says who imports it
+    assert run("--no-cache", "plots.py") == [REPORT]
+    # a file of the folder the run leaves out may import it
+    assert run("--no-cache", "plots.py", "main.py") == [REPORT]
+    # named in a script or configuration
+    (tmp_path / "plot.sh").write_text("python -c 'import plots'\n")
+    assert run("--no-cache", ".") == [REPORT]
+    (tmp_path / "plot.sh").unlink()
+    # run as a script
+    (tmp_path / "plots.py").write_text(PLOTS + '\n\nif __name__ == "__main__":\n    precision("p.pth")\n')
+    assert run("--no-cache", ".") == [REPORT]
+    (tmp_path / "plots.py").write_text(PLOTS)
+    # a folder none of whose modules the run imports (examples, modules for users): unsure
+    project(tmp_path / "examples", {"plots.py": PLOTS, "other.py": "import torch\n"})
+    assert run("--no-cache", ".") == ["examples/" + REPORT]
+    for name in ("plots.py", "other.py"):
+        (tmp_path / "examples" / name).unlink()
+    # with the cache: importing it from another file brings the report back
+    assert run(".") == []
+    (tmp_path / "main.py").write_text(MAIN + "from plots import precision\n")
+    assert run(".") == [REPORT]

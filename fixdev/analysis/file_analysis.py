@@ -451,7 +451,16 @@ def cuda_test(test: cst.BaseExpression, truth: bool) -> bool:
             if value == "cpu":
                 return positive != truth
             return False
-        return any(CUDA_WORD.search(w) for w in words_of(test))  # torch.cuda.device_count() > 0, n_gpu == 0
+        if not any(CUDA_WORD.search(w) for w in words_of(test)):
+            return False
+        comparator = target.comparator
+        if isinstance(comparator, cst.Name) and comparator.value == "None" or isinstance(comparator, cst.Integer) and comparator.value == "0":
+            # `args.gpu is None`, `n_gpu == 0`: true when no GPU is chosen
+            if isinstance(operator, (cst.Is, cst.Equal)):
+                return not truth
+            if isinstance(operator, (cst.IsNot, cst.NotEqual)):
+                return truth
+        return True  # torch.cuda.device_count() > 0, args.gpu >= 0
     if isinstance(test, cst.Call) and last_name(test.func) == "startswith" and test.args:
         value = string_of(test.args[0].value)
         return value is not None and value.startswith("cuda") and truth

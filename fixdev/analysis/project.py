@@ -217,6 +217,89 @@ class _Summary:
         return self.flow or None
 
 
+# -- dead modules ---------------------------------------------------------------------
+
+NEVER_RUNS = "<never runs>"  # FileFacts' question: is this file dead code?
+# Files a tool runs or imports by their name alone.
+_ALWAYS_RUN = re.compile(r"(?:__init__|__main__|conftest|setup|manage)\.py$|(?:^|[\\/])test_[^\\/]*\.py$|_test\.py$")
+# Where a configuration, a script or the docs may name a module to run.
+_NAMING_FILES = re.compile(r"\.(?:toml|cfg|ini|ya?ml|json|sh|bash|md|rst|txt|ipynb)$|(?:^|[\\/])(?:Makefile|Dockerfile|Procfile)$")
+_MAX_NAMING_BYTES = 1_000_000
+
+
+def _never_runs(project: "Project", path: str) -> bool:
+    """``path`` is dead code for this run: the run holds every ``.py`` file
+    under its folder (so it can tell who imports what), no other file of the
+    run and no configuration, script or document there names the module, it
+    has no ``if __name__ == "__main__"`` block and runs nothing at its top
+    level (no call outside its functions and classes), and it is not a file
+    tools run by name (``__init__``, ``conftest``, ``test_*``, ``setup``).
+    Only in a folder some of whose other modules the run imports: where no
+    sibling is imported either (a folder of examples, modules for users to
+    import), nothing shows how its modules are used. When unsure, False."""
+    if _ALWAYS_RUN.search(path) or len(project.files) < 2:
+        return False
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            continue
+        if type(node) is ast.Call or (type(node) is ast.Name and node.id == "__name__"):
+            return False  # a script: it runs when run, whoever imports it
+        stack.extend(ast.iter_child_nodes(node))
+    stem = os.path.basename(path)[:-3]
+    folder = os.path.dirname(path)
+    siblings = {os.path.basename(f)[:-3] for f in project.files if os.path.dirname(f) == folder and f != path} - {"__init__"}
+    if not siblings & _imported_words(project):
+        return False  # nothing shows how this folder's modules are used: unsure
+    word = re.compile(rf"\b{re.escape(stem)}\b")
+    root = os.path.commonpath(list(project.files))
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".") and d != "__pycache__"]
+        for name in names:
+            other = os.path.join(folder, name)
+            if other == path:
+                continue
+            if name.endswith(".py"):
+                if other not in project.files:
+                    return False  # a file the run left out may import it
+            elif not _NAMING_FILES.search(other):
+                continue
+            try:
+                if os.path.getsize(other) > _MAX_NAMING_BYTES:
+                    continue
+                text = Path(other).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return False
+            if word.search(text):
+                return False
+    return True
+
+
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?([\w, \t]+)|import[ \t]+([\w., \t]+))", re.MULTILINE)
+
+
+def _imported_words(project: "Project") -> frozenset:
+    """Every module or name the run's files import, word by word (made once
+    per process)."""
+    found = getattr(project, "_imported", None)
+    if found is None:
+        words = set()
+        for path in project.files:
+            try:
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for match in _IMPORT_LINE.finditer(text):
+                words.update(_IDENTIFIER.findall(" ".join(group or "" for group in match.groups())))
+        found = project._imported = frozenset(words)
+    return found
+
+
 class FileFacts:
     """One file's questions to the project, and the answers it got."""
 
@@ -228,10 +311,18 @@ class FileFacts:
     def fact(self, name: str) -> tuple | None:
         if name not in self._asked:
             try:
-                self._asked[name] = self.project.answer(name, self.path)
+                if name == NEVER_RUNS:
+                    self._asked[name] = ("dead",) if _never_runs(self.project, self.path) else None
+                else:
+                    self._asked[name] = self.project.answer(name, self.path)
             except RecursionError:
                 self._asked[name] = None
         return self._asked[name]
+
+    def never_runs(self) -> bool:
+        """Nothing in the run imports, runs or names this file
+        (``_never_runs``); kept with the answers, so the cache asks again."""
+        return self.fact(NEVER_RUNS) is not None
 
     def call(self, name: str, node: ast.Call) -> "Value | None":
         """The value a call of ``name`` returns, made at ``node``; None when unknown."""

@@ -261,6 +261,11 @@ class Engine:
             check_round_trip(context.code(), text)
         if suppressions:
             findings = [f for f in findings if not _is_suppressed(f, index, suppressions)]
+        if any(f.fix is None for f in findings) and getattr(project, "never_runs", None) is not None and project.never_runs():
+            # A report without a fix promises that the line can fail; in a
+            # module nothing imports, runs or names (the run's facts say
+            # so), it never runs. Fixes stay: they are harmless there.
+            findings = [f for f in findings if f.fix is not None]
         # After suppression: silencing one rule must not hide another's finding.
         return sorted(_one_per_span(findings), key=lambda f: (f.start, f.code, f.end, f.message))
 

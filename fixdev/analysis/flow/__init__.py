@@ -76,7 +76,8 @@ bindings), ``interpreter`` (one run over a scope's body) with its families
 ``statements``, ``expressions`` and ``calls``, ``sinks`` (where a value meets
 a device it does not live on), ``mentions`` (names in a file's text) and
 ``facts`` (``FileFlow``: lazy runs, summaries, class facts and the query API
-below). The names here are that API; the rules import from this package only.
+below), ``arms`` (the CPU arm of ``if use_cuda:``, where values only its CUDA
+arm moves are on the CPU: ``sinks()`` leaves such meetings out). The names here are that API; the rules import from this package only.
 """
 
 from fixdev.analysis.flow.facts import Evidence, FileFlow

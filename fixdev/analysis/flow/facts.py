@@ -7,7 +7,7 @@ import bisect
 import warnings
 from typing import Iterable
 from fixdev.engine.source import CPythonPositions
-from fixdev.analysis.flow import calls
+from fixdev.analysis.flow import arms, calls
 from fixdev.analysis.flow.index import Scope, FUNCTION_DEFS, FileIndex
 from fixdev.analysis.flow.interpreter import Run
 from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH
@@ -131,7 +131,30 @@ class FileFlow:
             if run is not None:
                 for key, sink in run.sinks.items():
                     found.setdefault(key, sink)
-        return sorted(found.values(), key=lambda s: (position_of(s.node), position_of(s.value)))
+        return sorted((s for s in found.values() if not self._apart_only_on_paper(s)), key=lambda s: (position_of(s.node), position_of(s.value)))
+
+    def _apart_only_on_paper(self, sink: Sink) -> bool:
+        """The meeting is in the CPU arm of a CUDA test (``else:`` of ``if
+        use_cuda:``) and the device side got there only in that test's CUDA
+        arm: on every run both sides are on the CPU (``arms``)."""
+        if sink.kind not in ("module-input", "operand", "numpy", "index"):
+            return False
+        parents = self.ast_parents()
+        tests = arms.cpu_arm_tests(parents, sink.node)
+        if not tests:
+            return False
+        device_side = sink.value if sink.kind == "numpy" else sink.other
+        if device_side is None:
+            return False
+        origins = [o for p, o in self.value(device_side).places if type(p) is Device]
+        return bool(origins) and all(o is not None and o is not PENDING and arms.in_cuda_arm(parents, o, tests) for o in origins)
+
+    def ast_parents(self) -> dict:
+        """Every node of the tree → its parent, made once."""
+        parents = getattr(self, "parents", None)
+        if parents is None:
+            parents = self.parents = {child: parent for parent in ast_walk(self.tree) for child in ast.iter_child_nodes(parent)}
+        return parents
 
     def device_at(self, node: ast.AST) -> str | None:
         """Source text of the device a fix at ``node`` should use, in issue 11's
