@@ -6,6 +6,7 @@ methods a class has through the file's base classes. ``FileFlow`` owns one
 from __future__ import annotations
 
 import ast
+import weakref
 from fixdev.analysis.flow.lattice import Device, FOLLOWS_MODULE, Instance, NO_PLACES, PARAM_FREE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, join
 from fixdev.analysis.flow.syntax import chain_of, root_of
 
@@ -16,7 +17,10 @@ class ClassFacts:
     """The facts of one file's classes, computed when first asked, once."""
 
     def __init__(self, flow) -> None:  # flow: the file's FileFlow (facts.py, which imports this module)
-        self.flow = flow
+        # Weakly: the flow owns this object, and a strong reference back would
+        # make a cycle (flow -> classes -> flow) that only the cycle collector
+        # frees; a file's analysis is freed by reference counting when done.
+        self.flow = weakref.proxy(flow)
 
     def ancestors(self, cls: ast.ClassDef) -> set:
         """The classes of this file ``cls`` derives from."""
