@@ -282,11 +282,13 @@ def torch_at(facts: "FileAnalysis", node: cst.CSTNode) -> str | None:
     return torch.alias
 
 
-def cuda_device(rule: Rule, node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
+def cuda_device(rule: Rule, node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> tuple[str, list[Edit]] | None:
     """The device to write where code names CUDA outright, and the edits that
     define it; None when no definition can be placed safely.
 
-    In a module's method, its first tensor parameter's device; else a device
+    In a module's method, its first tensor parameter's device, unless
+    ``moved`` (the value ``.to("cuda")`` moves) is made from it
+    (``analysis.method_input_device``); else a device
     the program binds wherever ``node`` runs (``placement.existing_device``);
     else ``device = torch.device("cuda" if torch.cuda.is_available() else
     "cpu")``, defined once where ``cuda-call`` defines it
@@ -295,11 +297,9 @@ def cuda_device(rule: Rule, node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
     (``analysis.device_expression``): that tensor may live on the CPU, and
     code that named CUDA must stay on CUDA where there is one."""
     facts = analysis.of(rule)
-    method = facts.enclosing_method(node)
-    if method is not None:
-        tensor = analysis.first_tensor_parameter(rule, method[1])
-        if tensor is not None:
-            return f"{tensor}.device", []
+    tensor_device = analysis.method_input_device(rule, node, moved)
+    if tensor_device is not None:
+        return tensor_device, []
     existing = placement.existing_device(facts, node)
     if existing is not None:
         return existing, []
@@ -639,7 +639,7 @@ class HardCodedCuda(Rule):
         if literal != "cuda" or not torch_callee:
             self._choice(literal_node, call, torch_prefix(self, device_call.func) if device_call is not None else None)
             return
-        chosen = cuda_device(self, call)
+        chosen = cuda_device(self, call, call.func.value if is_move else None)
         if chosen is None:
             self.report(arg.value, 'Hard-coded "cuda": no place to define a device that is sure to run before this line')
             return

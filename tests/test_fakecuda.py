@@ -117,6 +117,9 @@ def test_fix_is_proved_by_running_it(rule, case, spec):
         check_cache(before, after, spec)
     elif kind == "optimizer":
         check_optimizer(before, after, spec)
+    elif kind == "moves_itself":
+        check_script(before_path, after_path, spec)
+        check_moves_itself(before, after, spec)
     else:
         pytest.fail(f"unknown kind {kind!r} in {rule}/run.toml")
 
@@ -132,6 +135,17 @@ def check_module(before, after, spec):
     if not spec.get("dtype_may_change"):
         assert actual.dtype == expected.dtype
     torch.testing.assert_close(actual.to(expected.dtype), expected)
+
+
+def check_moves_itself(before, after, spec):
+    """The module is on the (fake) GPU and its inputs stay on the CPU: the
+    before's `.cuda()` moves them, and the after's `.to(...)` must too."""
+    for module in (before, after):
+        model = build(module, spec)
+        with fake_gpu():
+            model.to("cuda")
+            out = forward(model, spec, inputs(spec), "cuda")
+        assert out.device.type == "cuda"
 
 
 def check_cache(before, after, spec):

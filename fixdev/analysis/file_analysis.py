@@ -18,6 +18,7 @@ from fixdev.engine.rule import Edit, child_nodes, dotted
 
 from fixdev.analysis import placement
 from fixdev.analysis.flow import AST_LEAVES, LIGHTNING_MODULES, NOT_MODULES, ast_children, ast_walk
+from fixdev.analysis.flow.sources import source_chains
 
 if TYPE_CHECKING:
     from fixdev.engine.rule import Rule, RuleContext, Screening
@@ -477,12 +478,37 @@ def cuda_guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
     return False
 
 
+def method_input_device(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> str | None:
+    """In a module's method (not ``__init__``), the device of its first
+    tensor parameter (``x.device``): an input of a module is on the module's
+    device. None when ``moved`` (the value a fix moves there) is made from
+    that parameter (``F.pad(x).cuda()``: the value is where ``x`` is, the
+    CPU, and ``.to(x.device)`` would move nothing), and in ``__init__``, whose
+    parameters are the module's configuration (a vocabulary with a
+    ``size()``), not its inputs."""
+    method = of(rule).enclosing_method(node)
+    if method is None or method[1].name.value == "__init__":
+        return None
+    tensor = first_tensor_parameter(rule, method[1])
+    if tensor is None:
+        return None
+    if moved is not None:
+        flow = flow_of(rule)
+        at = flow.node_at(*rule.span(moved))
+        if at is None:
+            return None
+        sources = source_chains(flow, flow.index.scope_at((at.lineno, at.col_offset)), at)
+        if any(source == tensor or source.startswith(tensor + ".") for source in sources):
+            return None
+    return f"{tensor}.device"
+
+
 def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> tuple[str, list[Edit]] | None:
     """The device to move things to at ``node``, and the edits that define it;
     None when no definition can be placed safely (report without a fix).
 
-    In a module's method, the device of its first tensor parameter; else what
-    the device flow names at that line (a tensor the line works with, the
+    In a module's method, the device of its first tensor parameter
+    (``method_input_device``); else what the device flow names at that line (a tensor the line works with, the
     module's own device, a device variable or flag in reach; see
     ``FileFlow.device_at``), when every name it reads is bound there; else a
     device already bound wherever ``node`` runs; else a new
@@ -491,15 +517,13 @@ def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression
     ``moved`` is the value a fix moves there, when there is one.
     """
     facts = of(rule)
-    method = facts.enclosing_method(node)
-    if method is not None:
-        tensor = first_tensor_parameter(rule, method[1])
-        if tensor is not None:
-            return f"{tensor}.device", []
     flow = flow_of(rule)
+    input_device = method_input_device(rule, node, moved)
+    if input_device is not None:
+        return input_device, []
     # asked at the value being moved, so that value itself is not the answer
     at = flow.node_at(*rule.span(moved if moved is not None else node))
-    flowed = flow.device_at(at) if at is not None else None
+    flowed = flow.device_at(at, moving=moved is not None) if at is not None else None
     statement = facts.statement_of(node)
     if flowed is not None and statement is not None and placement.expression_bound_at(facts, flowed, statement):
         return flowed, []
