@@ -31,8 +31,12 @@ class CudaCall(Rule):
     """
     ## What it does
     Rewrites `X.cuda()` to `X.to(device)`. Inside an `nn.Module`'s method that
-    has a tensor parameter `x`, the device is `x.device`; elsewhere it is a
-    device already bound wherever the line runs (a `device`/`dev` parameter, a
+    has a tensor parameter `x`, the device is `x.device` (not when `X` is made
+    from `x`: `F.pad(x).cuda()` is where `x` is, so the module's own device);
+    elsewhere a tensor the line works with that is on the device or that the
+    moved value then meets, never one `X` is made from; else a `--cuda` flag
+    only when it decides where a model goes (`if args.cuda: model.cuda()`);
+    else a device already bound wherever the line runs (a `device`/`dev` parameter, a
     name bound once to `torch.device(...)` or a `"cuda"`/`"cpu"` string by a
     statement that always runs first, `self.device`). A module-level device
     counts inside a function only when it is bound unconditionally before any

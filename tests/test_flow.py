@@ -943,6 +943,10 @@ DEVICE_AT = [
     ("def f(args):\n    return torch.ones(2)\n#^ torch.ones(2)\nargs = parser.parse_args()\nmodel.to(args.device)", None),
     # a flag
     ("args = parser.parse_args()\nif args.cuda:\n    model.cuda()\nx = torch.ones(2)\n#^ torch.ones(2)", '"cuda" if args.cuda else "cpu"'),
+    # ... only when it places a model: a flag that keeps some tensors on the CPU is not the device
+    ("args = parser.parse_args()\nbank = torch.zeros(9)\nif args.use_cuda:\n    bank = bank.cuda()\nx = torch.ones(2)\n#^ torch.ones(2)", None),
+    # a function's flag is its caller's: `use_cuda` places the model where `args.use_cuda` is tested
+    ("def f(bank, use_cuda):\n    if use_cuda:\n        bank = bank.cuda()\n    x = torch.ones(2)\n#^ torch.ones(2)\nif args.use_cuda:\n    net = nn.Linear(2, 2).cuda()", '"cuda" if use_cuda else "cpu"'),
     # nothing
     ("x = torch.ones(2)\n#^ torch.ones(2)", None),
 ]

@@ -15,7 +15,7 @@ from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, HOST, Instance, MA
 from fixdev.analysis.flow.mentions import Mentions, header_expressions, is_parenthesized
 from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.syntax import chain_of, root_of, ast_walk
-from fixdev.analysis.flow.sources import meets, source_chains
+from fixdev.analysis.flow.sources import flag_places_a_module, meets, source_chains
 from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
 from fixdev.analysis.flow.classes import ClassFacts, naming
 
@@ -860,7 +860,7 @@ class FileFlow:
             flags += [t for t in module_run.flag_tests if self.scope_home(scope, root_of(chain_of(t))) is self.index.tree]
         for test in flags:
             chain = chain_of(test)
-            if chain is not None and self._in_reach(scope, state, root_of(chain)):
+            if chain is not None and self._in_reach(scope, state, root_of(chain)) and flag_places_a_module(self, chain):
                 candidates.append((16, f'"cuda" if {chain} else "cpu"'))
         if not candidates:
             return None

@@ -1,14 +1,14 @@
-"""What a value a fix moves to a device is made from, and what it meets
-after the move: the device of a tensor the line works with is the device to
-move to only when that tensor is not the value's own source (issue 25:
-``F.pad(audio).cuda()`` is on the CPU because ``audio`` is) and the moved
-value meets it."""
+"""What may name the device of a value a fix moves (issue 25): not what
+the value is made from (``F.pad(audio).cuda()`` is on the CPU because
+``audio`` is), a tensor of unknown placement only when the moved value then
+meets it, and a flag only when it decides where a model goes."""
 
 from __future__ import annotations
 
 import ast
 
 from fixdev.analysis.flow.index import FUNCTION_DEFS, Scope
+from fixdev.analysis.flow.lattice import What
 from fixdev.analysis.flow.mentions import header_expressions
 from fixdev.analysis.flow.syntax import ast_walk, chain_of
 
@@ -110,3 +110,38 @@ def meets(scope: Scope, node: ast.AST, statement: ast.stmt, chain: str) -> bool:
                 if any(is_moved(side) for side in sides) and any(chain_of(bare(side)) == chain for side in sides):
                     return True
     return False
+
+
+def flag_places_a_module(flow, chain: str) -> bool:
+    """Whether a flag (``args.cuda``, ``use_cuda``: matched by its last
+    name, so a function's ``use_cuda`` parameter is its caller's
+    ``args.use_cuda``) decides where a model goes: an ``if`` testing it
+    moves a module in its body (``if args.cuda: model.cuda()``). A flag
+    that only decides where some tensors are kept (``if use_cuda:
+    features = features.cuda()``, a feature bank) is not the device of
+    the model's inputs (issue 25)."""
+    key = ("places a module", chain.rsplit(".", 1)[-1])
+    if key in flow.cache:
+        return flow.cache[key]
+    found = False
+    for test_owner in ast_walk(flow.index.tree):
+        if type(test_owner) not in (ast.If, ast.IfExp):
+            continue
+        tested = test_owner.test.values if type(test_owner.test) is ast.BoolOp else [test_owner.test]
+        if not any(chain_of(t) is not None and chain_of(t).rsplit(".", 1)[-1] == key[1] for t in tested):
+            continue
+        body = test_owner.body if type(test_owner) is ast.If else [test_owner.body]
+        for statement in body:
+            for sub in ast_walk(statement):
+                if type(sub) is ast.Call and type(sub.func) is ast.Attribute and sub.func.attr in ("cuda", "to"):
+                    receiver = sub.func.value
+                    bare = type(statement) is ast.Expr and statement.value is sub  # a bare move does something only to a module
+                    if bare or flow.value(receiver).what is What.MODULE:
+                        found = True
+                        break
+            if found:
+                break
+        if found:
+            break
+    flow.cache[key] = found
+    return found
