@@ -622,6 +622,12 @@ class HardCodedCuda(Rule):
         if torch is None:
             self.report(node, 'Hard-coded "cuda": add a CPU fallback (`torch` is not imported where this runs)')
             return
+        facts = analysis.of(self)
+        if placement.imported_module(facts) and placement.runs_at_import(facts, node):
+            # the fallback would ask torch.cuda.is_available() when the module
+            # is imported, which "poisons fork" (issue 25): the choice is the user's
+            self.report(node, 'Hard-coded "cuda": add a CPU fallback where the device is used (a fallback here would query CUDA whenever the module is imported)')
+            return
         fixed = fallback_text(node, self.code_of(node), torch)
         self.report(node, fix=[Edit(*self.span(node), fixed)], fix_message=f"Use `{fixed}`")
 

@@ -352,6 +352,11 @@ class FileAnalysis:
     # -- imports and new definitions ---------------------------------------------------
 
     @property
+    def project(self):
+        """What the run knows of the other files (``project.FileFacts``), or None."""
+        return self._context.project
+
+    @property
     def shared(self) -> dict:
         """Per-file memo for facts computed on demand (see ``placement``)."""
         return self._context.shared
