@@ -18,6 +18,7 @@ from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 from fixdev.engine.source import line_start
 
 from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis.flow import What
 
 if TYPE_CHECKING:
     from fixdev.analysis.file_analysis import FileAnalysis
@@ -384,7 +385,13 @@ class HardCodedCuda(Rule):
     With CUDA the program does what it did. Without it, it now runs on the
     CPU. A `.to("cuda")` that becomes `.to(device)` follows the device the
     code defines (a `device` in reach may be another GPU or the CPU: it is
-    the one the program chose). `"cuda:1"` keeps its index (the fallback is
+    the one the program chose); where the moved tensor is later written in
+    place it becomes `.to(device, copy=True)`, as `.to("cuda")` always copied
+    a CPU tensor (unsafe where that write is out of sight, in a caller: on
+    the CPU it would alias the original). In a module others import, a choice
+    that runs at import (a module-level device, a parameter default) is
+    reported rather than given a fallback there, which would query CUDA on
+    import. `"cuda:1"` keeps its index (the fallback is
     written in place). A `torch.device("cuda")` handed to code outside torch
     (`create_loader(device=torch.device("cuda"))`) gets its fallback in
     place. `torch.cuda.empty_cache()`, `manual_seed` and `device_count()`
@@ -650,7 +657,10 @@ class HardCodedCuda(Rule):
             self.report(arg.value, 'Hard-coded "cuda": no place to define a device that is sure to run before this line')
             return
         device, edits = chosen
-        edits.append(self.replace(arg.value, device))
+        text = device
+        if is_move and analysis.keyword(call, "copy") is None and analysis.what_of(self, call.func.value) is not What.MODULE and analysis.written_in_place(self, call):
+            text = f"{device}, copy=True"  # .to("cuda") copies a CPU tensor; .to(device) on the CPU would not
+        edits.append(self.replace(arg.value, text))
         self.report(arg.value, fix=edits, fix_message=f"Use `{device}`")
 
     # -- calls that need CUDA ---------------------------------------------------------
