@@ -556,6 +556,14 @@ def written_in_place(rule: "Rule", call: cst.Call) -> bool:
     at = flow.node_at(*rule.span(call))
     if at is None:
         return False
+    receiver = at.func.value if type(at) is _ast.Call and type(at.func) is _ast.Attribute else None
+    while type(receiver) is _ast.Call and type(receiver.func) is _ast.Attribute and type(receiver.func.value) is _ast.Call:
+        receiver = receiver.func.value  # torch.zeros(n).float().cuda(): down to the factory
+    if type(receiver) is _ast.Call:
+        func = receiver.func
+        name = func.attr if type(func) is _ast.Attribute else func.id if type(func) is _ast.Name else None
+        if name in FACTORY_NAMES - {"as_tensor", "from_numpy"}:
+            return False  # a tensor made on that line: nothing else holds it to be written through
     parents = ast_parents(flow)
     parent = parents.get(at)
     if type(parent) is _ast.Attribute and parent.attr.endswith("_") and not parent.attr.startswith("_"):
