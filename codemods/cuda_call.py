@@ -31,8 +31,12 @@ class CudaCall(Rule):
     """
     ## What it does
     Rewrites `X.cuda()` to `X.to(device)`. Inside an `nn.Module`'s method that
-    has a tensor parameter `x`, the device is `x.device`; elsewhere it is a
-    device already bound wherever the line runs (a `device`/`dev` parameter, a
+    has a tensor parameter `x`, the device is `x.device` (not when `X` is made
+    from `x`: `F.pad(x).cuda()` is where `x` is, so the module's own device);
+    elsewhere a tensor the line works with that is on the device or that the
+    moved value then meets, never one `X` is made from; else a `--cuda` flag
+    only when it decides where a model goes (`if args.cuda: model.cuda()`);
+    else a device already bound wherever the line runs (a `device`/`dev` parameter, a
     name bound once to `torch.device(...)` or a `"cuda"`/`"cpu"` string by a
     statement that always runs first, `self.device`). A module-level device
     counts inside a function only when it is bound unconditionally before any
@@ -68,7 +72,16 @@ class CudaCall(Rule):
     ## Fix safety
     On a machine with CUDA the code does what it did (the default CUDA device);
     without CUDA it now runs on the CPU instead of failing. `non_blocking=` and
-    `memory_format=` are kept.
+    `memory_format=` are kept. `.cuda()` always returns a new tensor, but
+    `.to(device)` on the CPU returns the tensor itself: where the result (or a
+    view of it) is later written in place (`add_`, `zero_`, `x[i] = ...`,
+    `+=`, `out=`), the fix writes `.to(device, copy=True)`, so the write never
+    lands in the original. Unsafe (the fix may change more than the device)
+    where such a write is not in this function (the result is returned and
+    written by the caller) and so gets no `copy=True`: on the CPU the caller's
+    write would then alias the tensor that was moved. A device taken from a
+    device variable or flag the program defines follows that choice (another
+    GPU, or the CPU where the program says so), not the default CUDA device.
 
     ## When it stays silent
     `X.cuda(0)`, `X.cuda(device=k)` and other explicit devices are reported
@@ -133,6 +146,11 @@ class CudaCall(Rule):
             'import torch\nimport torch.nn as nn\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = nn.Linear(2, 2)\nmodel.to(device)\n',
         ),
         Invalid("import torch\nx = x.cuda(1)\ny = y.cuda(device=k)\n", None),
+        # written in place later: .to() on the CPU would return the original itself
+        Invalid(
+            "def step(batch, device):\n    x = batch.cuda()\n    x[0] = 0\n    return x\n",
+            "def step(batch, device):\n    x = batch.to(device, copy=True)\n    x[0] = 0\n    return x\n",
+        ),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -155,8 +173,10 @@ class CudaCall(Rule):
             return
         device, edits = chosen
         start, end = self.span(node.func.attr)[0], self.span(node)[1]
-        edits.append(Edit(start, end, analysis.call_text(self, "to", [device], node.args)))
-        receiver = node.func.value
+        moved = [device]
+        if analysis.what_of(self, receiver := node.func.value) is not What.MODULE and analysis.written_in_place(self, node):
+            moved.append("copy=True")  # .cuda() copies; .to() on the CPU would hand back the original to be written
+        edits.append(Edit(start, end, analysis.call_text(self, "to", moved, node.args)))
         statement = self.parent(node)
         if isinstance(statement, cst.Expr) and analysis.is_name_chain(receiver):
             if analysis.what_of(self, receiver) is not What.MODULE:

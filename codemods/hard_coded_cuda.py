@@ -18,6 +18,7 @@ from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 from fixdev.engine.source import line_start
 
 from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis.flow import What
 
 if TYPE_CHECKING:
     from fixdev.analysis.file_analysis import FileAnalysis
@@ -282,11 +283,13 @@ def torch_at(facts: "FileAnalysis", node: cst.CSTNode) -> str | None:
     return torch.alias
 
 
-def cuda_device(rule: Rule, node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
+def cuda_device(rule: Rule, node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> tuple[str, list[Edit]] | None:
     """The device to write where code names CUDA outright, and the edits that
     define it; None when no definition can be placed safely.
 
-    In a module's method, its first tensor parameter's device; else a device
+    In a module's method, its first tensor parameter's device, unless
+    ``moved`` (the value ``.to("cuda")`` moves) is made from it
+    (``analysis.method_input_device``); else a device
     the program binds wherever ``node`` runs (``placement.existing_device``);
     else ``device = torch.device("cuda" if torch.cuda.is_available() else
     "cpu")``, defined once where ``cuda-call`` defines it
@@ -295,11 +298,9 @@ def cuda_device(rule: Rule, node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
     (``analysis.device_expression``): that tensor may live on the CPU, and
     code that named CUDA must stay on CUDA where there is one."""
     facts = analysis.of(rule)
-    method = facts.enclosing_method(node)
-    if method is not None:
-        tensor = analysis.first_tensor_parameter(rule, method[1])
-        if tensor is not None:
-            return f"{tensor}.device", []
+    tensor_device = analysis.method_input_device(rule, node, moved)
+    if tensor_device is not None:
+        return tensor_device, []
     existing = placement.existing_device(facts, node)
     if existing is not None:
         return existing, []
@@ -384,7 +385,13 @@ class HardCodedCuda(Rule):
     With CUDA the program does what it did. Without it, it now runs on the
     CPU. A `.to("cuda")` that becomes `.to(device)` follows the device the
     code defines (a `device` in reach may be another GPU or the CPU: it is
-    the one the program chose). `"cuda:1"` keeps its index (the fallback is
+    the one the program chose); where the moved tensor is later written in
+    place it becomes `.to(device, copy=True)`, as `.to("cuda")` always copied
+    a CPU tensor (unsafe where that write is out of sight, in a caller: on
+    the CPU it would alias the original). In a module others import, a choice
+    that runs at import (a module-level device, a parameter default) is
+    reported rather than given a fallback there, which would query CUDA on
+    import. `"cuda:1"` keeps its index (the fallback is
     written in place). A `torch.device("cuda")` handed to code outside torch
     (`create_loader(device=torch.device("cuda"))`) gets its fallback in
     place. `torch.cuda.empty_cache()`, `manual_seed` and `device_count()`
@@ -622,6 +629,12 @@ class HardCodedCuda(Rule):
         if torch is None:
             self.report(node, 'Hard-coded "cuda": add a CPU fallback (`torch` is not imported where this runs)')
             return
+        facts = analysis.of(self)
+        if placement.imported_module(facts) and placement.runs_at_import(facts, node):
+            # the fallback would ask torch.cuda.is_available() when the module
+            # is imported, which "poisons fork" (issue 25): the choice is the user's
+            self.report(node, 'Hard-coded "cuda": add a CPU fallback where the device is used (a fallback here would query CUDA whenever the module is imported)')
+            return
         fixed = fallback_text(node, self.code_of(node), torch)
         self.report(node, fix=[Edit(*self.span(node), fixed)], fix_message=f"Use `{fixed}`")
 
@@ -639,12 +652,15 @@ class HardCodedCuda(Rule):
         if literal != "cuda" or not torch_callee:
             self._choice(literal_node, call, torch_prefix(self, device_call.func) if device_call is not None else None)
             return
-        chosen = cuda_device(self, call)
+        chosen = cuda_device(self, call, call.func.value if is_move else None)
         if chosen is None:
             self.report(arg.value, 'Hard-coded "cuda": no place to define a device that is sure to run before this line')
             return
         device, edits = chosen
-        edits.append(self.replace(arg.value, device))
+        text = device
+        if is_move and analysis.keyword(call, "copy") is None and analysis.what_of(self, call.func.value) is not What.MODULE and analysis.written_in_place(self, call):
+            text = f"{device}, copy=True"  # .to("cuda") copies a CPU tensor; .to(device) on the CPU would not
+        edits.append(self.replace(arg.value, text))
         self.report(arg.value, fix=edits, fix_message=f"Use `{device}`")
 
     # -- calls that need CUDA ---------------------------------------------------------

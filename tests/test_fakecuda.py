@@ -117,6 +117,9 @@ def test_fix_is_proved_by_running_it(rule, case, spec):
         check_cache(before, after, spec)
     elif kind == "optimizer":
         check_optimizer(before, after, spec)
+    elif kind == "moves_itself":
+        check_script(before_path, after_path, spec)
+        check_moves_itself(before_path, after_path, spec)
     else:
         pytest.fail(f"unknown kind {kind!r} in {rule}/run.toml")
 
@@ -132,6 +135,29 @@ def check_module(before, after, spec):
     if not spec.get("dtype_may_change"):
         assert actual.dtype == expected.dtype
     torch.testing.assert_close(actual.to(expected.dtype), expected)
+
+
+def check_moves_itself(before_path, after_path, spec):
+    """The module is on the (fake) GPU and its inputs stay on the CPU: the
+    before's `.cuda()` moves them, and the after's `.to(...)` must too. With
+    `call`, the function gets its arguments as written (modules moved to the
+    GPU, tensors left on the CPU), the file imported under the fake GPU so a
+    module-level device definition sees one."""
+    import torch
+
+    for path in (before_path, after_path):
+        if "call" in spec:
+            args = [evaluate(a) for a in spec.get("args", [])]  # modules are built outside the mode
+            with fake_gpu():
+                module = load(path)
+                args = [a.to("cuda") if isinstance(a, torch.nn.Module) else a for a in args]
+                out = getattr(module, spec["call"])(*args)
+        else:
+            model = build(load(path), spec)
+            with fake_gpu():
+                model.to("cuda")
+                out = forward(model, spec, inputs(spec), "cuda")
+        assert isinstance(out, torch.Tensor)
 
 
 def check_cache(before, after, spec):
@@ -295,3 +321,54 @@ def test_seed_program_rewritten_by_fixdev_trains_on_a_fake_gpu(tmp_path, fixdev)
     with pytest.raises(RuntimeError, match=MISMATCH):
         step_on_fake_gpu(before)
     assert step_on_fake_gpu(after).type == "cuda"
+
+
+IN_PLACE = """\
+import numpy as np
+import torch
+
+
+def running_total(arr, steps):
+    base = torch.from_numpy(arr)
+    total = base.cuda()
+    for s in steps:
+        total += s
+    return total
+
+
+def zero_first(x):
+    y = x.to("cuda")
+    y.view(-1)[0] = 0.0
+    return y
+
+
+def scaled(w):
+    h = w.cuda()
+    h.mul_(2)
+    return h.sum()
+"""
+
+
+def test_a_move_written_in_place_keeps_its_copy_on_the_cpu(fixdev):
+    # `.cuda()` / `.to("cuda")` always copy a CPU tensor; `.to(device)` on the
+    # CPU returns the tensor itself. A later in-place write would land in the
+    # caller's tensor, the NumPy array behind from_numpy, or a leaf autograd
+    # must keep, unless the rewrite says copy=True (issue 25).
+    import numpy as np
+    import torch
+
+    fixed = fixdev("--apply", "--select", "FDV104,FDV109", "--stdin-filename", "steps.py", "-", stdin=IN_PLACE.encode()).stdout.decode()
+    assert fixed.count("copy=True") == 3, fixed
+    namespace: dict = {}
+    exec(compile(fixed, "steps.py", "exec"), namespace)  # runs on this CPU-only build: device is the CPU
+    arr = np.zeros(3, dtype=np.float32)
+    assert namespace["running_total"](arr, [1.0, 2.0]).tolist() == [3.0, 3.0, 3.0]
+    assert arr.tolist() == [0.0, 0.0, 0.0], "the NumPy array behind from_numpy is untouched"
+    x = torch.ones(2, 2)
+    namespace["zero_first"](x)
+    assert x.tolist() == [[1.0, 1.0], [1.0, 1.0]], "the caller's tensor is untouched"
+    w = torch.zeros(3, requires_grad=True)
+    # sigmoid's backward reads its output: written through an alias, backward
+    # raises "modified by an inplace operation"; the copy may be written
+    namespace["scaled"](torch.sigmoid(w)).backward()
+    assert w.grad.tolist() == [0.5, 0.5, 0.5]

@@ -943,6 +943,10 @@ DEVICE_AT = [
     ("def f(args):\n    return torch.ones(2)\n#^ torch.ones(2)\nargs = parser.parse_args()\nmodel.to(args.device)", None),
     # a flag
     ("args = parser.parse_args()\nif args.cuda:\n    model.cuda()\nx = torch.ones(2)\n#^ torch.ones(2)", '"cuda" if args.cuda else "cpu"'),
+    # ... only when it places a model: a flag that keeps some tensors on the CPU is not the device
+    ("args = parser.parse_args()\nbank = torch.zeros(9)\nif args.use_cuda:\n    bank = bank.cuda()\nx = torch.ones(2)\n#^ torch.ones(2)", None),
+    # a function's flag is its caller's: `use_cuda` places the model where `args.use_cuda` is tested
+    ("def f(bank, use_cuda):\n    if use_cuda:\n        bank = bank.cuda()\n    x = torch.ones(2)\n#^ torch.ones(2)\nif args.use_cuda:\n    net = nn.Linear(2, 2).cuda()", '"cuda" if use_cuda else "cpu"'),
     # nothing
     ("x = torch.ones(2)\n#^ torch.ones(2)", None),
 ]
@@ -952,6 +956,26 @@ DEVICE_AT = [
 def test_device_at(snippet, expected):
     flow, node = check(snippet)
     assert flow.device_at(node) == expected
+
+
+DEVICE_AT_MOVING = [
+    # the value's own source names no device: it is where the value is (issue 25)
+    ("def f(audio: torch.Tensor, n):\n    y = F.pad(audio, (0, n - audio.size(0)))\n#^ F.pad(audio, (0, n - audio.size(0)))", None),
+    ("def f(audio: torch.Tensor):\n    padded = F.pad(audio, (0, 4))\n    y = padded * audio.size(0)\n#^ padded", None),
+    # nor a tensor whose placement is unknown (lengths stay on the CPU on purpose)
+    ("def f(x, lengths: torch.Tensor):\n    return pack(x, lengths.size(0))\n#^ x", None),
+    # ... unless the moved value then meets it: the original needed it on the GPU
+    ("def f(scores, n):\n    mask = (torch.arange(scores.size(1)) < n).cuda()\n#^ torch.arange(scores.size(1)) < n\n    return scores.masked_fill(~mask, 0)", "scores.device"),
+    ("def f(scores, n):\n    mask = (torch.arange(scores.size(1)) < n).cuda()\n#^ torch.arange(scores.size(1)) < n\n    return mask", None),
+    # a tensor moved to a device does
+    ("def f(b, dev):\n    h = torch.ones(3).to(dev)\n    return b * h\n#^ b", "h.device"),
+]
+
+
+@pytest.mark.parametrize("snippet, expected", DEVICE_AT_MOVING, ids=[f"{i:02d}" for i in range(len(DEVICE_AT_MOVING))])
+def test_device_at_for_a_moved_value(snippet, expected):
+    flow, node = check(snippet)
+    assert flow.device_at(node, moving=True) == expected
 
 
 # -- offsets and robustness ---------------------------------------------------------------

@@ -290,3 +290,81 @@ def test_reports_without_a_fix_in_a_module_nothing_imports_runs_or_names_are_dro
     assert run(".") == []
     (tmp_path / "main.py").write_text(MAIN + "from plots import precision\n")
     assert run(".") == [REPORT]
+
+
+OPS = """\
+import torch
+
+
+def normalize(x):
+    scale = torch.ones(x.shape[-1]).cuda()
+    return x / scale
+
+
+if __name__ == "__main__":
+    print(normalize(torch.zeros(2).cuda()))
+"""
+
+HELPERS = """\
+import torch
+
+
+def make_mask(n):
+    return torch.ones(n).cuda()
+
+
+def encoder(width, device="cuda"):
+    return torch.nn.Linear(width, width).to(device)
+"""
+
+SCRIPT = """\
+import torch
+
+from helpers import make_mask
+from pkg.ops import normalize
+
+model = torch.nn.Linear(4, 4).cuda()
+print(normalize(model(torch.randn(2, 4).cuda())) * make_mask(4))
+"""
+
+
+def test_no_cuda_query_is_added_where_a_module_is_imported(tmp_path, fixdev, monkeypatch):
+    # Importing a library must not ask torch.cuda.is_available(): unless
+    # PYTORCH_NVML_BASED_CUDA_CHECK=1, that "poisons fork" (issue 25). A
+    # package module and a module another file imports get the device inside
+    # the function (or the __main__ block); only the script, which nothing
+    # imports, gets a module-level definition.
+    import importlib
+    import sys
+
+    import torch
+
+    files = {"pkg/__init__.py": "", "pkg/ops.py": OPS, "helpers.py": HELPERS, "train.py": SCRIPT}
+    project(tmp_path, files)
+    fixdev("--apply", "--no-cache", "--select", "FDV104,FDV109", ".", cwd=tmp_path)
+    fixed = {name: (tmp_path / name).read_text() for name in files}
+    definition = 'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")'
+    assert f"\n{definition}\n" in fixed["train.py"]
+    for name in ("pkg/ops.py", "helpers.py"):
+        assert fixed[name] != files[name], f"{name} is fixed"
+        module_level = [line for line in fixed[name].splitlines() if "is_available" in line and not line.startswith(" ")]
+        assert module_level == [], f"{name} queries CUDA at import: {module_level}"
+    assert f"    {definition}\n    print(normalize(" in fixed["pkg/ops.py"], "the __main__ block defines its own"
+    # (named torch_device: `device` is a parameter of the file's encoder)
+    assert f"def make_mask(n):\n    torch_{definition}\n    return torch.ones(n).to(torch_device)" in fixed["helpers.py"]
+    assert 'device="cuda"' in fixed["helpers.py"], "a default evaluated at import is reported, not given a fallback"
+    # Importing the fixed library modules asks nothing of CUDA; calling them runs on the CPU.
+    def no_query():
+        raise AssertionError("CUDA queried at import")
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "is_available", no_query)
+    for name in ("helpers", "pkg.ops", "pkg"):
+        sys.modules.pop(name, None)
+    helpers = importlib.import_module("helpers")
+    ops = importlib.import_module("pkg.ops")
+    monkeypatch.undo()
+    assert helpers.make_mask(3).device.type == "cpu"
+    assert ops.normalize(torch.ones(2, 3)).device.type == "cpu"
+    for name in ("helpers", "pkg.ops", "pkg"):
+        sys.modules.pop(name, None)

@@ -18,6 +18,7 @@ from fixdev.engine.rule import Edit, child_nodes, dotted
 
 from fixdev.analysis import placement
 from fixdev.analysis.flow import AST_LEAVES, LIGHTNING_MODULES, NOT_MODULES, ast_children, ast_walk
+from fixdev.analysis.flow.sources import source_chains
 
 if TYPE_CHECKING:
     from fixdev.engine.rule import Rule, RuleContext, Screening
@@ -351,6 +352,11 @@ class FileAnalysis:
     # -- imports and new definitions ---------------------------------------------------
 
     @property
+    def project(self):
+        """What the run knows of the other files (``project.FileFacts``), or None."""
+        return self._context.project
+
+    @property
     def shared(self) -> dict:
         """Per-file memo for facts computed on demand (see ``placement``)."""
         return self._context.shared
@@ -486,12 +492,37 @@ def cuda_guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
     return False
 
 
+def method_input_device(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> str | None:
+    """In a module's method (not ``__init__``), the device of its first
+    tensor parameter (``x.device``): an input of a module is on the module's
+    device. None when ``moved`` (the value a fix moves there) is made from
+    that parameter (``F.pad(x).cuda()``: the value is where ``x`` is, the
+    CPU, and ``.to(x.device)`` would move nothing), and in ``__init__``, whose
+    parameters are the module's configuration (a vocabulary with a
+    ``size()``), not its inputs."""
+    method = of(rule).enclosing_method(node)
+    if method is None or method[1].name.value == "__init__":
+        return None
+    tensor = first_tensor_parameter(rule, method[1])
+    if tensor is None:
+        return None
+    if moved is not None:
+        flow = flow_of(rule)
+        at = flow.node_at(*rule.span(moved))
+        if at is None:
+            return None
+        sources = source_chains(flow, flow.index.scope_at((at.lineno, at.col_offset)), at)
+        if any(source == tensor or source.startswith(tensor + ".") for source in sources):
+            return None
+    return f"{tensor}.device"
+
+
 def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> tuple[str, list[Edit]] | None:
     """The device to move things to at ``node``, and the edits that define it;
     None when no definition can be placed safely (report without a fix).
 
-    In a module's method, the device of its first tensor parameter; else what
-    the device flow names at that line (a tensor the line works with, the
+    In a module's method, the device of its first tensor parameter
+    (``method_input_device``); else what the device flow names at that line (a tensor the line works with, the
     module's own device, a device variable or flag in reach; see
     ``FileFlow.device_at``), when every name it reads is bound there; else a
     device already bound wherever ``node`` runs; else a new
@@ -500,15 +531,13 @@ def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression
     ``moved`` is the value a fix moves there, when there is one.
     """
     facts = of(rule)
-    method = facts.enclosing_method(node)
-    if method is not None:
-        tensor = first_tensor_parameter(rule, method[1])
-        if tensor is not None:
-            return f"{tensor}.device", []
     flow = flow_of(rule)
+    input_device = method_input_device(rule, node, moved)
+    if input_device is not None:
+        return input_device, []
     # asked at the value being moved, so that value itself is not the answer
     at = flow.node_at(*rule.span(moved if moved is not None else node))
-    flowed = flow.device_at(at) if at is not None else None
+    flowed = flow.device_at(at, moving=moved is not None) if at is not None else None
     statement = facts.statement_of(node)
     if flowed is not None and statement is not None and placement.expression_bound_at(facts, flowed, statement):
         return flowed, []
@@ -516,6 +545,105 @@ def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression
     if existing is not None:
         return existing, []
     return placement.define_device(rule, facts, node)
+
+
+# Tensor methods whose result shares the receiver's storage: a write to one is a write to the other.
+VIEW_METHODS = frozenset("view view_as reshape t T mT permute transpose squeeze unsqueeze expand expand_as narrow select flatten unflatten unbind split chunk detach as_strided diagonal real imag".split())
+
+
+def written_in_place(rule: "Rule", call: cst.Call) -> bool:
+    """The result of ``call`` (a move such as ``x.cuda()``) may later be
+    written in place: ``.add_()``/``.zero_()``/``.copy_()``…, an indexed or
+    sliced assignment, ``+=``, ``out=``, or ``nn.init.*_(...)``, on it or on a
+    view of it, in the same function after the call (anywhere in an
+    enclosing loop). ``.cuda()`` always copies a CPU tensor, ``.to(device)``
+    on the CPU returns the tensor itself: with such a write the rewrite must
+    say ``copy=True``, or the write lands in the original (issue 25)."""
+    import ast as _ast
+
+    flow = flow_of(rule)
+    at = flow.node_at(*rule.span(call))
+    if at is None:
+        return False
+    receiver = at.func.value if type(at) is _ast.Call and type(at.func) is _ast.Attribute else None
+    while type(receiver) is _ast.Call and type(receiver.func) is _ast.Attribute and type(receiver.func.value) is _ast.Call:
+        receiver = receiver.func.value  # torch.zeros(n).float().cuda(): down to the factory
+    if type(receiver) is _ast.Call:
+        func = receiver.func
+        name = func.attr if type(func) is _ast.Attribute else func.id if type(func) is _ast.Name else None
+        if name in FACTORY_NAMES - {"as_tensor", "from_numpy"}:
+            return False  # a tensor made on that line: nothing else holds it to be written through
+    parents = ast_parents(flow)
+    parent = parents.get(at)
+    if type(parent) is _ast.Attribute and parent.attr.endswith("_") and not parent.attr.startswith("_"):
+        return True  # x.cuda().zero_()
+    if type(parent) is _ast.Subscript and type(parent.ctx) is _ast.Store:
+        return True
+    statement, scope = at, None
+    while statement is not None and not isinstance(statement, _ast.stmt):
+        statement = parents.get(statement)
+    if type(statement) is not _ast.Assign or statement.value is not at:
+        return False  # only a name bound to the result is followed
+    names = {t.id for t in statement.targets if type(t) is _ast.Name}
+    if not names:
+        return False
+    scope, loop = parents.get(statement), None
+    while scope is not None and not isinstance(scope, (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.Module)):
+        if loop is None and isinstance(scope, (_ast.For, _ast.AsyncFor, _ast.While)):
+            loop = scope
+        scope = parents.get(scope)
+    after = (statement.end_lineno, statement.end_col_offset)
+    low, high = ((loop.lineno, loop.col_offset), (loop.end_lineno, loop.end_col_offset)) if loop is not None else (after, None)
+
+    def counts(node) -> bool:
+        position = (node.lineno, node.col_offset)
+        return position >= after or (high is not None and low <= position <= high)
+
+    nodes = [n for n in _ast.walk(scope) if hasattr(n, "lineno")]
+    changed = True
+    while changed:  # views of the result: v = y.view(...), v = y[0]
+        changed = False
+        for node in nodes:
+            if type(node) is _ast.Assign and counts(node) and len(node.targets) == 1 and type(node.targets[0]) is _ast.Name and node.targets[0].id not in names:
+                value = node.value
+                while type(value) in (_ast.Call, _ast.Attribute, _ast.Subscript):
+                    if type(value) is _ast.Call:
+                        value = value.func
+                        if type(value) is not _ast.Attribute or value.attr not in VIEW_METHODS:
+                            break
+                    value = value.value
+                if type(value) is _ast.Name and value.id in names and value is not node.value:
+                    names.add(node.targets[0].id)
+                    changed = True
+
+    def held(expr) -> bool:
+        """``y``, ``y.data``, ``y[0]``, ``y.view(-1)[0]``: the result or a view of it."""
+        while type(expr) in (_ast.Attribute, _ast.Subscript, _ast.Call):
+            if type(expr) is _ast.Call:
+                if type(expr.func) is not _ast.Attribute or expr.func.attr not in VIEW_METHODS:
+                    return False
+                expr = expr.func
+            expr = expr.value
+        return type(expr) is _ast.Name and expr.id in names
+
+    for node in nodes:
+        if not counts(node):
+            continue
+        if type(node) is _ast.Call:
+            func = node.func
+            name = func.attr if type(func) is _ast.Attribute else func.id if type(func) is _ast.Name else ""
+            if name.endswith("_") and not name.startswith("_"):
+                if type(func) is _ast.Attribute and held(func.value):
+                    return True
+                if node.args and held(node.args[0]):
+                    return True  # nn.init.zeros_(y), torch.add_? (functions writing their first argument)
+            if any(k.arg == "out" and held(k.value) for k in node.keywords):
+                return True
+        elif type(node) is _ast.Assign and any(type(t) is _ast.Subscript and held(t) for t in node.targets):
+            return True
+        elif type(node) is _ast.AugAssign and held(node.target):
+            return True
+    return False
 
 
 def with_keyword_argument(call: cst.Call, keyword: str, value: str) -> cst.Call:

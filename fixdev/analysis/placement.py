@@ -515,6 +515,45 @@ def after_leading_imports(facts: "FileAnalysis") -> int:
     return _end_of_import_run(facts, facts.module, index)
 
 
+def imported_module(facts: "FileAnalysis") -> bool:
+    """The file is a library module (in a package, or imported by another
+    file of the run: ``Project.imported``); False for a file checked with no
+    run around it (stdin), which is taken for a script."""
+    project = facts.project
+    return bool(project is not None and getattr(project, "imported", None) is not None and project.imported())
+
+
+def main_block(facts: "FileAnalysis", node: cst.CSTNode) -> cst.If | None:
+    """The top-level ``if __name__ == "__main__":`` whose body holds ``node``."""
+    child, block = node, facts.parent(node)
+    while block is not None and not isinstance(block, cst.Module):
+        if isinstance(block, cst.If) and child is block.body and facts.parent(block) is facts.module and _tests_main(block.test):
+            return block
+        child, block = block, facts.parent(block)
+    return None
+
+
+def _tests_main(test: cst.BaseExpression) -> bool:
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    sides = [test.left, test.comparisons[0].comparator]
+    names = [s.value for s in sides if isinstance(s, cst.Name)]
+    strings = [s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)]
+    return names == ["__name__"] and strings == ["__main__"]
+
+
+def runs_at_import(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
+    """``node`` runs when the module is imported: not inside a function's or
+    lambda's body (a parameter default or decorator runs with the ``def``),
+    nor in the ``if __name__ == "__main__":`` block."""
+    child, block = node, facts.parent(node)
+    while block is not None and not isinstance(block, cst.Module):
+        if isinstance(block, (cst.FunctionDef, cst.Lambda)) and child is block.body:
+            return False
+        child, block = block, facts.parent(block)
+    return main_block(facts, node) is None
+
+
 def define_device(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
     """A new ``NAME = torch.device("cuda" if ... else "cpu")`` that is bound
     wherever ``node`` runs, and the edits that add it; None where no place is
@@ -528,9 +567,21 @@ def define_device(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode) -> tup
       when it has one; with an ``import torch`` of its own when no module-level
       binding reaches it); module-level code gets no fix;
     - no ``import torch`` at all: ``import torch`` and the definition after
-      the leading imports.
+      the leading imports;
+    - in a module others import (``imported_module``), never at module level,
+      where importing would query CUDA ("poisons fork": a process forked
+      afterwards cannot use CUDA): at the start of the function holding
+      ``node``, or of the ``__main__`` block; none for other code that runs
+      at import.
     """
     name = free_name(facts)
+    if imported_module(facts):
+        main = main_block(facts, node)
+        if main is not None and not in_function(facts, node):
+            return _block_definition(rule, facts, node, main, name)
+        if runs_at_import(facts, node):
+            return None
+        return _function_definition(rule, facts, node, name)
     torch = unconditional_torch(facts)
     if torch is not None:
         index = _end_of_import_run(facts, facts.module, facts.module.body.index(torch.statement))
@@ -576,6 +627,15 @@ def _function_definition(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode,
         # where it is needed, when the function runs
         return name, [lines_before(rule, func.body, index, [_definition(name, alias)])]
     return name, [lines_before(rule, func.body, index, ["import torch", _definition(name, "torch")])]
+
+
+def _block_definition(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode, block: cst.If, name: str) -> tuple[str, list[Edit]] | None:
+    """The definition first in the ``__main__`` block holding ``node``, with
+    the module's unconditional ``import torch`` (None without one: no place is sure)."""
+    torch = unconditional_torch(facts)
+    if torch is None or not isinstance(block.body, cst.IndentedBlock) or top_level_index(facts, block) < facts.module.body.index(torch.statement):
+        return None
+    return name, [lines_before(rule, block.body, 0, [_definition(name, torch.alias)])]
 
 
 def _is_scope_declaration(statement: cst.CSTNode) -> bool:

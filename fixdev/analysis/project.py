@@ -70,6 +70,7 @@ class Project:
         self._packages = packages
         self._facts: dict[tuple, tuple | None] = {}
         self._summaries: dict[str, _Summary] = {}
+        self._importers: frozenset | None = None
 
     def __getstate__(self) -> dict:
         # Workers get the index only: the facts are made (or read) again where asked.
@@ -77,7 +78,7 @@ class Project:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._facts, self._summaries = {}, {}
+        self._facts, self._summaries, self._importers = {}, {}, None
 
     def for_file(self, path: Path) -> "FileFacts":
         return FileFacts(self, _normal(path))
@@ -119,6 +120,39 @@ class Project:
         if len(candidates) > 1:
             return _AMBIGUOUS
         return next(iter(candidates)) if candidates else None
+
+    def imported(self, path: str) -> bool:
+        """Whether ``path`` is a module others import: it sits in a package
+        (a folder with an ``__init__.py``), or another file of the run imports
+        it by a name that means it. Its fixes must not run code at import
+        (issue 25: a module-level CUDA query "poisons fork")."""
+        if self._in_package(os.path.dirname(path)):
+            return True
+        if self._importers is None:
+            self._importers = self._find_imported()
+        return path in self._importers
+
+    def _find_imported(self) -> frozenset:
+        found = set()
+        for importer in self.files:
+            try:
+                with open(importer, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read(MAX_CHARACTERS)
+            except OSError:
+                continue
+            for match in _IMPORT_LINE.finditer(text):
+                source, names, plain = match.groups()
+                modules = [source] + [source.rstrip(".") + "." + n if source.strip(".") else source + n for n in re.split(r"[\s,]+", names) if n] if source is not None else []
+                modules += [m.split()[0] for m in plain.split(",") if m.strip()] if plain is not None else []
+                for module in modules:
+                    for cut in range(module.count(".") + 1):  # `import a.b` imports a too
+                        prefix = module.rsplit(".", cut)[0] if cut else module
+                        if not prefix.strip("."):
+                            continue
+                        target = self._module_file(prefix, importer)
+                        if isinstance(target, str) and target != importer:
+                            found.add(target)
+        return frozenset(found)
 
     def _in_package(self, folder: str) -> bool:
         return _is_package(folder, self.files, self._packages)
@@ -280,7 +314,6 @@ def _never_runs(project: "Project", path: str) -> bool:
     return True
 
 
-_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?([\w, \t]+)|import[ \t]+([\w., \t]+))", re.MULTILINE)
 
 
 def _imported_words(project: "Project") -> frozenset:
@@ -300,6 +333,12 @@ def _imported_words(project: "Project") -> frozenset:
     return found
 
 
+# The question "is this file imported?" among a file's answers (not a dotted name).
+IMPORTED = "<imported>"
+# `import a.b, c as d` / `from a.b import c` / `from . import c`, as written (a cheap scan, not a parse).
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([\w, \t]+)|import[ \t]+([\w., \t]+))", re.M)
+
+
 class FileFacts:
     """One file's questions to the project, and the answers it got."""
 
@@ -313,6 +352,8 @@ class FileFacts:
             try:
                 if name == NEVER_RUNS:
                     self._asked[name] = ("dead",) if _never_runs(self.project, self.path) else None
+                elif name == IMPORTED:
+                    self._asked[name] = self.project.imported(self.path)
                 else:
                     self._asked[name] = self.project.answer(name, self.path)
             except RecursionError:
@@ -323,6 +364,12 @@ class FileFacts:
         """Nothing in the run imports, runs or names this file
         (``_never_runs``); kept with the answers, so the cache asks again."""
         return self.fact(NEVER_RUNS) is not None
+
+    def imported(self) -> bool:
+        """Whether this file is a library module: in a package, or imported
+        by another file of the run (``Project.imported``); kept with the
+        other answers, so the cached result is redone when that changes."""
+        return bool(self.fact(IMPORTED))
 
     def call(self, name: str, node: ast.Call) -> "Value | None":
         """The value a call of ``name`` returns, made at ``node``; None when unknown."""

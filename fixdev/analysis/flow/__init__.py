@@ -20,8 +20,10 @@ The query API, all on ``FileFlow(text_or_tree)``:
 - ``sinks() -> list[Sink]``: where a host value meets a device (or a device
   tensor reaches ``.numpy()``, or indexes a host tensor), each naming the value,
   its origins and the device to move it to.
-- ``device_at(node) -> str | None``: the device a fix at ``node`` should use
-  (issue 11 item 5's order).
+- ``device_at(node, moving=False) -> str | None``: the device a fix at ``node``
+  should use (issue 11 item 5's order); ``moving``: ``node`` is the value
+  being moved, so neither what it is made from nor a tensor that may sit on
+  the CPU names the device (``sources``; issue 25).
 - ``node_at(start, end)`` / ``span(node)``: between ast nodes and character
   offsets of the text (ast columns count UTF-8 bytes).
 - ``qualified_name(node)``: ``torch.zeros`` for ``t.zeros`` after ``import torch as t``.

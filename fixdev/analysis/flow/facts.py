@@ -15,6 +15,7 @@ from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, HOST, Instance, MA
 from fixdev.analysis.flow.mentions import Mentions, header_expressions, is_parenthesized
 from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.syntax import chain_of, root_of, ast_walk
+from fixdev.analysis.flow.sources import flag_places_a_module, meets, source_chains
 from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
 from fixdev.analysis.flow.classes import ClassFacts, naming
 
@@ -156,13 +157,20 @@ class FileFlow:
             parents = self.parents = {child: parent for parent in ast_walk(self.tree) for child in ast.iter_child_nodes(parent)}
         return parents
 
-    def device_at(self, node: ast.AST) -> str | None:
+    def device_at(self, node: ast.AST, moving: bool = False) -> str | None:
         """Source text of the device a fix at ``node`` should use, in issue 11's
         order: the device of a tensor the code at that line already works with;
         in a module's method, the module's own device (from a parameter or buffer
         it owns); a device variable or flag the program defines that is bound on
         every path before ``node`` (``device``, ``self.device``, ``args.device``,
-        ``args.cuda``); else None."""
+        ``args.cuda``); else None.
+
+        ``moving``: ``node`` is a value a fix moves to the device (the receiver
+        of ``.cuda()``). Then a tensor counts only when the flow shows it on a
+        device or the moved value then meets it (``sources.meets``), and never
+        one the value is computed from (``sources.source_chains``):
+        ``F.pad(audio).cuda()`` is on the CPU because ``audio`` is, so
+        ``.to(audio.device)`` would move nothing (issue 25)."""
         scope = self.index.scope_at(position_of(node))
         if scope.kind == "class":
             return None
@@ -170,6 +178,7 @@ class FileFlow:
         statement = self._statement_of(scope, node)
         if run is None or statement is None:
             return None
+        sources = source_chains(self, scope, node) if moving else frozenset()
         info = self.index.classes.get(scope.cls) if scope.cls is not None else None
         constructing = info is not None and info.is_module and getattr(scope.node, "name", None) == "__init__"
         # 1. a tensor the line works with
@@ -185,6 +194,8 @@ class FileFlow:
             value = run.values.get(sub)
             if chain is None or chain == own or value is None or value.flags & MAYBE_UNBOUND:
                 continue
+            if any(source == chain or source.startswith(chain + ".") or chain.startswith(source + ".") for source in sources):
+                continue  # what the moved value is made from lives where it lives: not the device
             if constructing and root_of(chain) == scope.self_name:
                 continue  # a module's own tensors are still on the CPU while it is built
             if value.what is not What.TENSOR and not (value.what is What.UNKNOWN and chain in evidenced and value.places):
@@ -194,7 +205,13 @@ class FileFlow:
                 continue
             if device and not other:
                 return f"{chain}.device"
-            unsure = unsure or f"{chain}.device"
+            # Moving, a tensor of unknown placement names the device only when
+            # the moved value then meets it (``scores.masked_fill(~mask)``:
+            # the original's GPU value needed it on the GPU); one that is only
+            # on the line may be on the CPU on purpose (``lengths`` of
+            # ``pack_padded_sequence(x.cuda(), lengths)``).
+            if not moving or meets(scope, node, statement, chain):
+                unsure = unsure or f"{chain}.device"
         if unsure is not None:
             return unsure
         # 2. the module's own device (not while it is built: the CPU, then)
@@ -866,7 +883,7 @@ class FileFlow:
             flags += [t for t in module_run.flag_tests if self.scope_home(scope, root_of(chain_of(t))) is self.index.tree]
         for test in flags:
             chain = chain_of(test)
-            if chain is not None and self._in_reach(scope, state, root_of(chain)):
+            if chain is not None and self._in_reach(scope, state, root_of(chain)) and flag_places_a_module(self, chain):
                 candidates.append((16, f'"cuda" if {chain} else "cpu"'))
         if not candidates:
             return None
