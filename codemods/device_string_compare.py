@@ -109,7 +109,7 @@ class DeviceStringCompare(Rule):
     # The code misjudges where a value lives, so the branch for the other
     # device runs with it: most often a host value then meets a device one.
     group = "mismatch"
-    message = "A `torch.device` never equals a string: this comparison is always the same"
+    message = "A `torch.device` never equals a string: the comparison always gives the same answer"
     fix_applicability = "unsafe"
     # Every finding compares with a device string literal (maybe inside torch.device(...)).
     trigger = r"""['"](?:cpu|cuda|mps|xpu|hpu|npu|xla|meta|mtia|ipu|lazy|vulkan|gpu)(?::\d+)?['"]"""
@@ -175,11 +175,12 @@ class DeviceStringCompare(Rule):
         for site in _sites(flow):
             start, end = flow.span(site.compare)
             fix = self._fix(flow, site)
+            message = _message(site)
             if fix is None:
-                self.report_at(start, end)
+                self.report_at(start, end, message)
                 continue
             edits, shown = fix
-            self.report_at(start, end, fix=edits, fix_message=f"Compare the device, not a string: `{shown}`")
+            self.report_at(start, end, message, fix=edits, fix_message=f"Compare the device, not a string: `{shown}`")
 
     def _fix(self, flow, site: Site):
         """The edits and the comparison they leave, or None where no fix is sure."""
@@ -232,6 +233,15 @@ class DeviceStringCompare(Rule):
         if spelled is None or spelled[1]:
             return None
         return spelled[0]
+
+
+def _message(site: Site) -> str:
+    always = "True" if isinstance(site.compare.ops[0], (ast.NotEq, ast.NotIn)) else "False"
+    if site.wrapped is not None:
+        return f"A tensor's device on a GPU has an index (`cuda:0`) and never equals one without: this is always {always}"
+    if site.maybe_string:
+        return f"A `torch.device` never equals a string: where this parameter holds one, this is always {always}"
+    return f"A `torch.device` never equals a string: this is always {always}"
 
 
 def _shown(site: Site, device_text: str) -> str:
