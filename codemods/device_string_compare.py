@@ -96,8 +96,9 @@ class DeviceStringCompare(Rule):
     (`args.device == "cuda"`), a parameter without a device annotation, a
     module's or a batch's own `.device` attribute (its class decides what it
     is), a `.device` of something not shown to be a tensor (NumPy >= 2 arrays
-    have a `.device`, the string `"cpu"`). Also for comparisons that are
-    already right: `str(x.device) == "cpu"`, `x.device.type == "cuda"`,
+    have a `.device`, the string `"cpu"`), an annotated parameter tested
+    first (`isinstance(device, str) and device == "cpu"`). Also for
+    comparisons that are already right: `str(x.device) == "cpu"`, `x.device.type == "cuda"`,
     `x.device == torch.device("cuda:0")`, `x.device == torch.device("cpu")`
     (a CPU device has no index). Reported without a fix: a string that names
     no device type (`"gpu"`), and a membership test whose strings mix
@@ -130,6 +131,9 @@ class DeviceStringCompare(Rule):
         "import torch\ndef f(a):\n    if a.device == 'cpu':\n        return a.shape\n",
         # a plain module's `.device` is whatever its class sets (often a string)
         "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, device):\n        super().__init__()\n        self.device = device\n    def forward(self, x):\n        if self.device == 'cuda':\n            return x\n        return x\n",
+        # the annotation allows a string, and the comparison runs only on one
+        "import torch\nfrom typing import Union\ndef f(device: Union[str, torch.device]):\n    if isinstance(device, str) and device == 'cpu':\n        return 1\n",
+        "import torch\ndef f(device: str | torch.device):\n    if isinstance(device, str):\n        if device == 'cpu':\n            return 1\n",
         # a string on one path, a torch.device on the other
         "import torch\ndevice = torch.device('cuda') if flag else 'cpu'\nif device == 'cpu':\n    pass\n",
     ]
@@ -365,9 +369,39 @@ def _device_annotated_parameter(flow, node: ast.expr, torch_names: tuple[set[str
     if function is None:
         return False
     arg = _parameters(function).get(node.id)
-    if arg is None or arg.annotation is None or _rebinds(function, node.id):
+    if arg is None or arg.annotation is None or _rebinds(function, node.id) or _known_string(flow, node):
         return False
     return any(_names_torch_device(part, torch_names) for part in _annotation_parts(arg.annotation))
+
+
+def _known_string(flow, node: ast.Name) -> bool:
+    """The comparison runs only where ``isinstance(name, str)`` holds: in the
+    body of an ``if`` (or conditional expression) testing it, or after it in an
+    ``and``. There the string comparison is right."""
+    parents = analysis.ast_parents(flow)
+    child, current = node, parents.get(node)
+    while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if type(current) in (ast.If, ast.IfExp) and child is not current.test and _tests_str(current.test, node.id):
+            in_body = child in current.body if type(current) is ast.If else child is current.body
+            if in_body:
+                return True
+        if type(current) is ast.BoolOp and type(current.op) is ast.And:
+            earlier = current.values[: current.values.index(child)] if child in current.values else []
+            if any(_tests_str(value, node.id) for value in earlier):
+                return True
+        child, current = current, parents.get(current)
+    return False
+
+
+def _tests_str(test: ast.expr, name: str) -> bool:
+    """``isinstance(name, str)`` (alone or in an ``and``)."""
+    if type(test) is ast.BoolOp and type(test.op) is ast.And:
+        return any(_tests_str(value, name) for value in test.values)
+    if type(test) is not ast.Call or type(test.func) is not ast.Name or test.func.id != "isinstance" or len(test.args) != 2:
+        return False
+    target, kinds = test.args
+    kinds = kinds.elts if type(kinds) is ast.Tuple else [kinds]
+    return type(target) is ast.Name and target.id == name and any(type(k) is ast.Name and k.id == "str" for k in kinds)
 
 
 def _parameters(function) -> dict[str, ast.arg]:
