@@ -373,9 +373,9 @@ class FileAnalysis:
             self.shared["functions"] = [n for n in self.index_order() if isinstance(n, cst.FunctionDef)]
         return self.shared["functions"]
 
-    def torch_function(self, name: str, rule: "Rule", node: cst.Call) -> tuple[str, list[Edit]] | None:
+    def torch_function(self, name: str, rule: "Rule", node: cst.CSTNode) -> tuple[str, list[Edit]] | None:
         """How to spell ``torch.<name>`` where ``node`` (a call of a function
-        imported ``from torch``) stands, with the import edits that needs: the
+        imported ``from torch``, or any other node) stands, with the import edits that needs: the
         module's ``import torch`` when it reaches ``node``; else the twin joins
         the ``from torch import`` that binds the called name, so it is in
         reach wherever that name is. None when neither is sure."""
@@ -383,7 +383,8 @@ class FileAnalysis:
         func = self.enclosing(node, cst.FunctionDef)
         if torch is not None and placement.bound_when_run(self, torch.statement, node) and (func is None or not placement.binds(func, torch.alias)):
             return f"{torch.alias}.{name}", []
-        called = node.func.value if isinstance(node.func, cst.Name) else None
+        # a call of a name imported from torch may reach the twin through its import; any other node, only `import torch`
+        called = node.func.value if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) else None
         scope = func
         while called is not None:
             for statement in placement.own_statements(scope.body if scope is not None else self.module):

@@ -7,7 +7,7 @@ from fixdev.analysis.flow.index import FUNCTION_DEFS
 from fixdev.analysis.flow.lattice import MAX_INLINE_DEPTH
 from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, FOLLOWS_MODULE, HOST, Instance, MOVES_INPUTS, NOTHING, NO_PLACES, PARAM_FREE, Parts, SCALAR_VALUE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, container_value, host_loader, join_all, kinds_of, spread_inputs, join
 from fixdev.analysis.flow.syntax import chain_of, is_constant_number, root_of
-from fixdev.analysis.flow.vocabulary import COMBINING_METHODS, DATA_LOADERS, DTYPES, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
+from fixdev.analysis.flow.vocabulary import COMBINING_METHODS, DATA_LOADERS, DEVICE_OBJECT, DTYPES, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
 from fixdev.analysis.flow import expressions, sinks
 
 
@@ -191,13 +191,13 @@ def maybe_number(arg: ast.AST, value: Value | None) -> bool:
 def device_constructor(run, node: ast.Call, positional: list[Value], keywords: dict) -> Value:
     arg = positional[0] if positional else keywords.get("type")
     if arg is None:
-        return Value(What.DEVICE, UNKNOWN_PLACES)
+        return Value(What.DEVICE, UNKNOWN_PLACES, ref=DEVICE_OBJECT)
     if arg.what is What.DEVICE:
         if all(p is HOST for p, _ in arg.places):
-            return Value(What.DEVICE, frozenset({(HOST, None)}))
+            return Value(What.DEVICE, frozenset({(HOST, None)}), ref=DEVICE_OBJECT)
         places = frozenset((Device(run.flow.source_of(node), run.flow.scope_home(run.scope, "torch")) if type(p) is Device and p.text and p.text.startswith('"') else p, o) for p, o in arg.places)
-        return Value(What.DEVICE, places)
-    return Value(What.DEVICE, frozenset({(Device(run.flow.source_of(node), run.flow.scope_home(run.scope, root_of(run.flow.source_of(node)))), None)}))
+        return Value(What.DEVICE, places, ref=DEVICE_OBJECT)
+    return Value(What.DEVICE, frozenset({(Device(run.flow.source_of(node), run.flow.scope_home(run.scope, root_of(run.flow.source_of(node)))), None)}), ref=DEVICE_OBJECT)
 
 
 def builtin_call(run, name: str, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:

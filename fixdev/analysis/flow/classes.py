@@ -9,6 +9,7 @@ import ast
 import weakref
 from fixdev.analysis.flow.lattice import Device, FOLLOWS_MODULE, Instance, NO_PLACES, PARAM_FREE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, join
 from fixdev.analysis.flow.syntax import chain_of, root_of
+from fixdev.analysis.flow.vocabulary import DEVICE_OBJECT
 
 
 
@@ -120,8 +121,8 @@ class ClassFacts:
         attributes = self.base_attributes(cls) if (run.in_init and is_self) else self.attributes(cls)
         value = attributes.get(attr)
         if value is None:
-            if attr == "device" and info.device_property:
-                return Value(What.DEVICE, owner.places)
+            if attr == "device" and info.device_property:  # Lightning's, transformers': a torch.device
+                return Value(What.DEVICE, owner.places, ref=DEVICE_OBJECT)
             method = self.method_of(cls, attr)
             return Value(What.UNKNOWN, NO_PLACES, ref=method) if method is not None else None
         if value.flags & FOLLOWS_MODULE and not is_self:

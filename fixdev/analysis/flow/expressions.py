@@ -7,7 +7,7 @@ from fixdev.analysis.flow.index import FUNCTION_DEFS
 from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH
 from fixdev.analysis.flow.lattice import DTYPE_VALUE, Device, FOLLOWS_MODULE, HOST, Instance, MOVES_INPUTS, NOTHING, NO_PLACES, PARAM_FREE, Parts, SCALAR_VALUE, SameAs, UNKNOWN, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, container_value, parts_depth, join_all, kinds_of, join
 from fixdev.analysis.flow.syntax import chain_of, root_of
-from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_STRINGS, TENSOR_SAME_ATTRIBUTES, TENSOR_SCALAR_ATTRIBUTES
+from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_OBJECT, DEVICE_STRINGS, TENSOR_SAME_ATTRIBUTES, TENSOR_SCALAR_ATTRIBUTES
 from fixdev.analysis.flow import sinks
 
 
@@ -104,7 +104,10 @@ def device_of(run, base: Value, owner: str | None) -> Value:
                 places.add((SameAs(owner, home), origin))
             else:
                 places.add((UNKNOWN, None))
-        return Value(What.DEVICE, frozenset(places) or UNKNOWN_PLACES)
+        # a tensor's (or parameter's) device is a torch.device object; a module's
+        # or batch's `.device` is whatever its class defines, maybe a string
+        ref = DEVICE_OBJECT if base.what is What.TENSOR or base.flags & FOLLOWS_MODULE else None
+        return Value(What.DEVICE, frozenset(places) or UNKNOWN_PLACES, ref=ref)
     if owner is not None and (root_of(owner) in CONFIG_NAMES or (owner == run.scope.self_name and not (run.cls_info and run.cls_info.is_module))):
         return Value(What.DEVICE, frozenset({(Device(f"{owner}.device", home), None)}))
     if owner is not None:

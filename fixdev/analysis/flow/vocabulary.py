@@ -96,6 +96,11 @@ MODULE_SELF_METHODS = frozenset("float double half bfloat16 type train eval requ
 # its state goes where they are when `load_state_dict` runs, and stays there).
 OPTIMIZER_CLASSES = frozenset("ASGD Adadelta Adafactor Adagrad Adam AdamW Adamax LBFGS Muon NAdam RAdam RMSprop Rprop SGD SparseAdam".split())
 OPTIMIZER = ("instance", "torch.optim.Optimizer")
+# The ref of a DEVICE value that is a `torch.device` object, not a device string:
+# `torch.device(...)`, a tensor's `.device`. Join keeps a ref only when both sides
+# have it, so a name holding a string on some path is not one (`x.device == "cpu"`
+# is always false on a torch.device, right on a string).
+DEVICE_OBJECT = ("instance", "torch.device")
 # Calls that show a value is an nn.Module (optimizers share state_dict and zero_grad).
 MODULE_EVIDENCE = frozenset(
     "parameters named_parameters buffers named_buffers modules named_modules children named_children eval forward "

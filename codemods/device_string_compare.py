@@ -1,0 +1,469 @@
+"""FDV114 device-string-compare: ``x.device == "cpu"`` (always False) → ``x.device.type == "cpu"``."""
+
+from __future__ import annotations
+
+import ast
+from typing import NamedTuple
+
+import libcst as cst
+
+from fixdev.engine.rule import Edit, Invalid, Rule
+
+from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.flow import DEVICE_OBJECT, FOLLOWS_MODULE, SameAs, What, ast_walk
+
+# Device types torch.device accepts (``torch.device("gpu")`` raises).
+DEVICE_TYPES = frozenset("cpu cuda mps xpu hpu npu xla meta mtia ipu lazy vulkan".split())
+# Words people write for a device that no torch.device is: the comparison is
+# still always false, but which type was meant is a guess, so no fix.
+NOT_DEVICE_TYPES = frozenset({"gpu"})
+EQUALITY = (ast.Eq, ast.NotEq)
+MEMBERSHIP = (ast.In, ast.NotIn)
+# Expressions ``.type`` can follow without parentheses.
+ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
+# Methods NumPy arrays lack (NumPy >= 2 arrays have ``.device``, which is the
+# string "cpu" there, and share ``.shape``, ``.view``, ``.reshape``...): a
+# parameter read with one of these is a tensor, so its ``.device`` is a torch.device.
+TENSOR_ONLY_METHODS = frozenset("size dim unsqueeze permute numel cuda cpu detach is_cuda masked_fill contiguous expand new_zeros new_ones new_empty new_full element_size".split())
+
+
+class Site(NamedTuple):
+    """One comparison of a ``torch.device`` with strings."""
+
+    compare: ast.Compare
+    device: ast.expr  # the side that is (or may be) a torch.device
+    strings: tuple[ast.Constant, ...]  # the string literals it is compared with
+    wrapped: ast.Call | None  # ``torch.device("cuda")``, when that is the other side
+    maybe_string: bool  # the device side may also hold a string (a ``Union[str, torch.device]`` parameter)
+
+
+class DeviceStringCompare(Rule):
+    """
+    ## What it does
+    Finds a `torch.device` compared with a string: `x.device == "cpu"`,
+    `device != "cuda"`, `x.device in ("cuda", "mps")`, where the device side
+    is known to be a `torch.device` object: a tensor's (or a parameter's)
+    `.device`, `next(model.parameters()).device`, `torch.device(...)`, a
+    Lightning or transformers module's `self.device`, or a name or function
+    result that the device-flow analysis shows holds one of these on every
+    path (`device = get_device()` where `get_device` returns
+    `torch.device(...)`). Also a parameter annotated with `torch.device`
+    (alone or beside `str`), which may hold either. And
+    `t.device == torch.device("cuda")`, a tensor's device compared with a
+    device that names no index. It compares the device's type instead:
+    `x.device.type == "cpu"`; against a string with an index (`"cuda:1"`),
+    it compares with `torch.device("cuda:1")`.
+
+    ## Why is this bad?
+    A `torch.device` never equals a string: `torch.device("cpu") == "cpu"` is
+    `False`, so `==` is always false and `!=` always true, and the branch
+    meant for one device runs on every device (a CPU-only cast never runs, a
+    host table is never moved to the GPU, a CUDA seed is never set). A
+    tensor's device on a GPU always has an index (`cuda:0`), so it never
+    equals `torch.device("cuda")` either. Code that passes a device string
+    around gets the comparison right, which is how the habit survives.
+
+    ## Example
+    ```python
+    table = torch.arange(10.0)
+    def shift(x):
+        if x.device == "cuda":
+            return x + table.to(x.device)
+        return x + table
+    ```
+
+    ## Use instead
+    ```python
+    table = torch.arange(10.0)
+    def shift(x):
+        if x.device.type == "cuda":
+            return x + table.to(x.device)
+        return x + table
+    ```
+
+    ## Fix safety
+    Always unsafe (applied with `--unsafe-fixes`): the comparison now gives
+    the answer it was meant to, so the other branch runs, on the CPU as on a
+    GPU, and that branch may have bugs of its own that never ran before (or
+    the author may have come to rely on the branch that did). `.type` also
+    matches every index: `x.device.type == "cuda"` holds on `cuda:1`. Where the
+    side may be a string (a `Union[str, torch.device]` parameter) the fix
+    compares `torch.device(device)`, which accepts both.
+
+    ## When it stays silent
+    Where the device side may be a string: a variable holding a string on
+    some path (`device = "cuda" if ... else "cpu"`), a configuration value
+    (`args.device == "cuda"`), a parameter without a device annotation, a
+    module's or a batch's own `.device` attribute (its class decides what it
+    is), a `.device` of something not shown to be a tensor (NumPy >= 2 arrays
+    have a `.device`, the string `"cpu"`), an annotated parameter tested
+    first (`isinstance(device, str) and device == "cpu"`). Also for
+    comparisons that are already right: `str(x.device) == "cpu"`, `x.device.type == "cuda"`,
+    `x.device == torch.device("cuda:0")`, `x.device == torch.device("cpu")`
+    (a CPU device has no index). Reported without a fix: a string that names
+    no device type (`"gpu"`), and a membership test whose strings mix
+    device types with indexed devices.
+    """
+
+    code = "FDV114"
+    name = "device-string-compare"
+    # The code misjudges where a value lives, so the branch for the other
+    # device runs with it: most often a host value then meets a device one.
+    group = "mismatch"
+    message = "A `torch.device` never equals a string: the comparison always gives the same answer"
+    fix_applicability = "unsafe"
+    # Every finding compares with a device string literal (maybe inside torch.device(...)).
+    trigger = r"""['"](?:cpu|cuda|mps|xpu|hpu|npu|xla|meta|mtia|ipu|lazy|vulkan|gpu)(?::\d+)?['"]"""
+
+    @classmethod
+    def screen(cls, screening) -> bool:
+        return bool(_sites(analysis.flow_for(screening)))
+
+    VALID = [
+        # a string compared with a string: right
+        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\nif device == 'cuda':\n    torch.cuda.manual_seed(0)\n",
+        "import torch\nif args.device == 'cuda':\n    torch.cuda.manual_seed(0)\n",
+        "import torch\nx = torch.zeros(3)\nif str(x.device) == 'cpu':\n    pass\n",
+        "import torch\nx = torch.zeros(3)\nif x.device.type == 'cuda':\n    pass\n",
+        "import torch\nx = torch.zeros(3)\nif x.device == torch.device('cpu'):\n    pass\n",
+        "import torch\nx = torch.zeros(3)\nif x.device == torch.device('cuda:0'):\n    pass\n",
+        # a parameter whose only tensor-like use NumPy arrays share
+        "import torch\ndef f(a):\n    if a.device == 'cpu':\n        return a.shape\n",
+        # a plain module's `.device` is whatever its class sets (often a string)
+        "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, device):\n        super().__init__()\n        self.device = device\n    def forward(self, x):\n        if self.device == 'cuda':\n            return x\n        return x\n",
+        # the annotation allows a string, and the comparison runs only on one
+        "import torch\nfrom typing import Union\ndef f(device: Union[str, torch.device]):\n    if isinstance(device, str) and device == 'cpu':\n        return 1\n",
+        "import torch\ndef f(device: str | torch.device):\n    if isinstance(device, str):\n        if device == 'cpu':\n            return 1\n",
+        # a string on one path, a torch.device on the other
+        "import torch\ndevice = torch.device('cuda') if flag else 'cpu'\nif device == 'cpu':\n    pass\n",
+    ]
+    INVALID = [
+        Invalid(
+            "import torch\nx = torch.zeros(3)\nif x.device == 'cpu':\n    pass\n",
+            "import torch\nx = torch.zeros(3)\nif x.device.type == 'cpu':\n    pass\n",
+        ),
+        Invalid(
+            "import torch\ndef f(x):\n    if x.dim() == 2 and x.device != 'cuda':\n        x = x.cuda()\n    return x\n",
+            "import torch\ndef f(x):\n    if x.dim() == 2 and x.device.type != 'cuda':\n        x = x.cuda()\n    return x\n",
+        ),
+        Invalid(
+            "import torch as T\nx = T.ones(2)\nok = x.device == 'cuda:1'\n",
+            "import torch as T\nx = T.ones(2)\nok = x.device == T.device('cuda:1')\n",
+        ),
+        Invalid(
+            "import torch\nx = torch.ones(2)\nok = x.device == torch.device('cuda')\n",
+            "import torch\nx = torch.ones(2)\nok = x.device.type == 'cuda'\n",
+        ),
+        Invalid(
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nif device == 'cuda':\n    torch.cuda.manual_seed(0)\n",
+            "import torch\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nif device.type == 'cuda':\n    torch.cuda.manual_seed(0)\n",
+        ),
+        Invalid(
+            "import torch\ndef pick():\n    return torch.device('cuda')\ndev = pick()\nfast = dev in ('cuda', 'mps')\n",
+            "import torch\ndef pick():\n    return torch.device('cuda')\ndev = pick()\nfast = dev.type in ('cuda', 'mps')\n",
+        ),
+        Invalid(
+            "import torch\nfrom typing import Union\ndef load(device: Union[str, torch.device] = 'cpu'):\n    if device == 'cpu':\n        return 1\n",
+            "import torch\nfrom typing import Union\ndef load(device: Union[str, torch.device] = 'cpu'):\n    if torch.device(device).type == 'cpu':\n        return 1\n",
+        ),
+        Invalid(
+            "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(2, 2)\n    def forward(self, x):\n        if 'cpu' == next(self.parameters()).device:\n            x = x.float()\n        return self.lin(x)\n",
+            "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(2, 2)\n    def forward(self, x):\n        if 'cpu' == next(self.parameters()).device.type:\n            x = x.float()\n        return self.lin(x)\n",
+        ),
+        Invalid("import torch\nx = torch.zeros(3)\nif x.device == 'gpu':\n    pass\n", None),
+        Invalid("import torch\nx = torch.zeros(3)\nif x.device in ('cpu', 'cuda:1'):\n    pass\n", None),
+    ]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        flow = analysis.flow_of(self)
+        for site in _sites(flow):
+            start, end = flow.span(site.compare)
+            fix = self._fix(flow, site)
+            message = _message(site)
+            if fix is None:
+                self.report_at(start, end, message)
+                continue
+            edits, shown = fix
+            self.report_at(start, end, message, fix=edits, fix_message=f"Compare the device, not a string: `{shown}`")
+
+    def _fix(self, flow, site: Site):
+        """The edits and the comparison they leave, or None where no fix is sure."""
+        values = [s.value for s in site.strings]
+        if any(v.partition(":")[0] not in DEVICE_TYPES for v in values):
+            return None
+        indexed = any(":" in v for v in values)
+        torch_device = None
+        if site.maybe_string or indexed:
+            torch_device = self._torch_device(flow, site.compare)
+            if torch_device is None:
+                return None
+        text = flow.text
+        start, end = flow.span(site.device)
+        if site.maybe_string:
+            prefix, suffix = f"{torch_device}(", ")"  # accepts a string or a device
+        elif isinstance(site.device, ATOMS):
+            prefix, suffix = "", ""
+        else:
+            prefix, suffix = "(", ")"
+        device_text = prefix + text[start:end] + suffix
+        edits = [Edit(start, start, prefix)] if prefix else []
+        if not indexed:
+            # compare the type: `x.device.type == "cpu"`; `torch.device("cuda")` becomes its string
+            edits.append(Edit(end, end, suffix + ".type"))
+            if site.wrapped is not None:
+                wrapped_start, wrapped_end = flow.span(site.wrapped)
+                literal_start, literal_end = flow.span(site.strings[0])
+                edits.append(Edit(wrapped_start, wrapped_end, text[literal_start:literal_end]))
+            return edits, _shown(site, f"{device_text}.type")
+        if site.wrapped is None and len(site.strings) == 1 and isinstance(site.compare.ops[0], EQUALITY):
+            # an index: compare with the device it names
+            if suffix:
+                edits.append(Edit(end, end, suffix))
+            literal_start, literal_end = flow.span(site.strings[0])
+            edits.append(Edit(literal_start, literal_end, f"{torch_device}({text[literal_start:literal_end]})"))
+            return edits, _shown(site, device_text)
+        return None  # membership among indexed devices (or mixed ones): which was meant is not sure
+
+    def _torch_device(self, flow, compare: ast.Compare) -> str | None:
+        """How to spell ``torch.device`` at ``compare``, through the file's torch
+        import (``T.device`` after ``import torch as T``); None where no import
+        is sure to be in reach."""
+        facts = analysis.of(self)
+        statement = _statement_of(flow, compare)
+        node = facts.statement_at(flow.span(statement)[0]) if statement is not None else None
+        if node is None:
+            return None
+        spelled = facts.torch_function("device", self, node)
+        if spelled is None or spelled[1]:
+            return None
+        return spelled[0]
+
+
+def _message(site: Site) -> str:
+    always = "True" if isinstance(site.compare.ops[0], (ast.NotEq, ast.NotIn)) else "False"
+    if site.wrapped is not None:
+        return f"A tensor's device on a GPU has an index (`cuda:0`) and never equals one without: this is always {always}"
+    if site.maybe_string:
+        return f"A `torch.device` never equals a string: where this parameter holds one, this is always {always}"
+    return f"A `torch.device` never equals a string: this is always {always}"
+
+
+def _shown(site: Site, device_text: str) -> str:
+    """The fixed comparison, for the fix's message."""
+    operator = {ast.Eq: "==", ast.NotEq: "!=", ast.In: "in", ast.NotIn: "not in"}[type(site.compare.ops[0])]
+    return f"{device_text} {operator} ..."
+
+
+def _sites(flow) -> list[Site]:
+    """Every comparison of a torch.device with device strings, in source order."""
+    found = []
+    torch_names = None
+    for node in ast_walk(flow.tree):
+        if type(node) is not ast.Compare or len(node.ops) != 1:
+            continue
+        op = node.ops[0]
+        left, right = node.left, node.comparators[0]
+        if isinstance(op, EQUALITY):
+            pairs = [(left, right), (right, left)]
+        elif isinstance(op, MEMBERSHIP):
+            pairs = [(left, right)]
+        else:
+            continue
+        for device, other in pairs:
+            strings, wrapped = _device_strings(flow, other, membership=isinstance(op, MEMBERSHIP))
+            if strings is None:
+                continue
+            if wrapped is not None:
+                # torch.device("cuda") vs a tensor's device: unequal only because of the index
+                kind = strings[0].value.partition(":")
+                if kind[0] == "cpu" or kind[2] or not _tensor_device(flow, device):
+                    continue
+                found.append(Site(node, device, strings, wrapped, False))
+                break
+            if _device_object(flow, device):
+                found.append(Site(node, device, strings, None, False))
+                break
+            if torch_names is None:
+                torch_names = _torch_names(flow.tree)
+            if _device_annotated_parameter(flow, device, torch_names):
+                found.append(Site(node, device, strings, None, True))
+                break
+    return sorted(found, key=lambda s: (s.compare.lineno, s.compare.col_offset))
+
+
+def _device_strings(flow, node: ast.expr, membership: bool) -> tuple[tuple[ast.Constant, ...] | None, ast.Call | None]:
+    """The device string literals ``node`` is: one literal, or (for ``in``) a
+    tuple, list or set of them; or ``torch.device("<literal>")``."""
+    if membership:
+        if type(node) not in (ast.Tuple, ast.List, ast.Set) or not node.elts:
+            return None, None
+        if all(_is_device_literal(e) for e in node.elts):
+            return tuple(node.elts), None
+        return None, None
+    if _is_device_literal(node):
+        return (node,), None
+    if type(node) is ast.Call and len(node.args) == 1 and not node.keywords and _is_device_literal(node.args[0]):
+        if flow.qualified_name(node.func) == "torch.device":
+            return (node.args[0],), node
+    return None, None
+
+
+def _is_device_literal(node: ast.expr) -> bool:
+    if type(node) is not ast.Constant or type(node.value) is not str:
+        return False
+    kind, colon, index = node.value.partition(":")
+    return (kind in DEVICE_TYPES or kind in NOT_DEVICE_TYPES) and (not colon or index.isdigit())
+
+
+def _device_object(flow, node: ast.expr) -> bool:
+    """``node`` holds a torch.device object on every path: the flow says so
+    (``torch.device(...)``, a tensor's ``.device``, through names and function
+    results), or it is the ``.device`` of a parameter its function reads as a
+    tensor with a method NumPy arrays lack."""
+    value = flow.value(node)
+    if value.what is What.DEVICE and value.ref == DEVICE_OBJECT:
+        return True
+    return _tensor_parameter_device(flow, node)
+
+
+def _tensor_device(flow, node: ast.expr) -> bool:
+    """``node`` is a tensor's own ``.device`` (a device with an index on a GPU)."""
+    if type(node) is not ast.Attribute or node.attr != "device":
+        return False
+    base = flow.value(node.value)
+    return base.what is What.TENSOR or bool(base.flags & FOLLOWS_MODULE) or _tensor_parameter_device(flow, node)
+
+
+def _tensor_parameter_device(flow, node: ast.expr) -> bool:
+    if type(node) is not ast.Attribute or node.attr != "device" or type(node.value) is not ast.Name:
+        return False
+    name = node.value.id
+    function = flow.function_at(flow.span(node)[0])
+    if function is None or name not in _parameters(function):
+        return False
+    # still the parameter's own value where it is compared (the function may rebind it later)
+    placements = flow.value(node.value).placements
+    if not placements or not all(type(p) is SameAs and p.text == name for p in placements):
+        return False
+    for inner in ast_walk(function):
+        if type(inner) is ast.Attribute and inner.attr in TENSOR_ONLY_METHODS and type(inner.value) is ast.Name and inner.value.id == name:
+            return True
+    return name in flow.tensor_parameters(function) and _passed_to_a_module(flow, function, name)
+
+
+def _passed_to_a_module(flow, function, name: str) -> bool:
+    """``self.layer(name)``: a module's input, a tensor."""
+    for inner in ast_walk(function):
+        if type(inner) is ast.Call and inner.args and type(inner.args[0]) is ast.Name and inner.args[0].id == name:
+            if flow.what(inner.func) is What.MODULE:
+                return True
+    return False
+
+
+def _device_annotated_parameter(flow, node: ast.expr, torch_names: tuple[set[str], set[str]]) -> bool:
+    """A parameter annotated with ``torch.device`` (maybe beside ``str`` or
+    ``None``), never rebound in its function: it may hold a string or a device."""
+    if type(node) is not ast.Name:
+        return False
+    function = flow.function_at(flow.span(node)[0])
+    if function is None:
+        return False
+    arg = _parameters(function).get(node.id)
+    if arg is None or arg.annotation is None or _rebinds(function, node.id) or _known_string(flow, node):
+        return False
+    return any(_names_torch_device(part, torch_names) for part in _annotation_parts(arg.annotation))
+
+
+def _known_string(flow, node: ast.Name) -> bool:
+    """The comparison runs only where ``isinstance(name, str)`` holds: in the
+    body of an ``if`` (or conditional expression) testing it, or after it in an
+    ``and``. There the string comparison is right."""
+    parents = analysis.ast_parents(flow)
+    child, current = node, parents.get(node)
+    while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if type(current) in (ast.If, ast.IfExp) and child is not current.test and _tests_str(current.test, node.id):
+            in_body = child in current.body if type(current) is ast.If else child is current.body
+            if in_body:
+                return True
+        if type(current) is ast.BoolOp and type(current.op) is ast.And:
+            earlier = current.values[: current.values.index(child)] if child in current.values else []
+            if any(_tests_str(value, node.id) for value in earlier):
+                return True
+        child, current = current, parents.get(current)
+    return False
+
+
+def _tests_str(test: ast.expr, name: str) -> bool:
+    """``isinstance(name, str)`` (alone or in an ``and``)."""
+    if type(test) is ast.BoolOp and type(test.op) is ast.And:
+        return any(_tests_str(value, name) for value in test.values)
+    if type(test) is not ast.Call or type(test.func) is not ast.Name or test.func.id != "isinstance" or len(test.args) != 2:
+        return False
+    target, kinds = test.args
+    kinds = kinds.elts if type(kinds) is ast.Tuple else [kinds]
+    return type(target) is ast.Name and target.id == name and any(type(k) is ast.Name and k.id == "str" for k in kinds)
+
+
+def _parameters(function) -> dict[str, ast.arg]:
+    args = function.args
+    return {a.arg: a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+
+
+def _rebinds(function, name: str) -> bool:
+    """``name`` is assigned (or declared global) anywhere in ``function``'s body."""
+    for statement in function.body:
+        for inner in ast_walk(statement):
+            if type(inner) is ast.Name and inner.id == name and type(inner.ctx) is not ast.Load:
+                return True
+            if type(inner) in (ast.Global, ast.Nonlocal) and name in inner.names:
+                return True
+    return False
+
+
+def _annotation_parts(annotation: ast.expr) -> list[ast.expr]:
+    """The alternatives of ``Union[a, b]``, ``Optional[a]``, ``a | b``, a string annotation."""
+    if type(annotation) is ast.Constant and type(annotation.value) is str:
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return []
+    if type(annotation) is ast.BinOp and type(annotation.op) is ast.BitOr:
+        return _annotation_parts(annotation.left) + _annotation_parts(annotation.right)
+    if type(annotation) is ast.Subscript:
+        head = annotation.value
+        last = head.attr if type(head) is ast.Attribute else head.id if type(head) is ast.Name else None
+        if last in ("Union", "Optional"):
+            inner = annotation.slice
+            elements = inner.elts if type(inner) is ast.Tuple else [inner]
+            return [part for element in elements for part in _annotation_parts(element)]
+        return []
+    return [annotation]
+
+
+def _names_torch_device(node: ast.expr, torch_names: tuple[set[str], set[str]]) -> bool:
+    """``torch.device`` through the file's imports (``import torch as t``:
+    ``t.device``; ``from torch import device``: ``device``)."""
+    modules, devices = torch_names
+    if type(node) is ast.Attribute and node.attr == "device" and type(node.value) is ast.Name:
+        return node.value.id in modules
+    return type(node) is ast.Name and node.id in devices
+
+
+def _torch_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """Names the module's imports bind to ``torch`` and to ``torch.device``."""
+    modules, devices = set(), set()
+    for node in ast_walk(tree):
+        if type(node) is ast.Import:
+            for alias in node.names:
+                if alias.name == "torch" or (alias.asname is None and alias.name.startswith("torch.")):
+                    modules.add(alias.asname or "torch")
+        elif type(node) is ast.ImportFrom and node.module == "torch" and not node.level:
+            devices.update(alias.asname or alias.name for alias in node.names if alias.name == "device")
+    return modules, devices
+
+
+def _statement_of(flow, node: ast.AST) -> ast.stmt | None:
+    parents = analysis.ast_parents(flow)
+    while node is not None and not isinstance(node, ast.stmt):
+        node = parents.get(node)
+    return node
