@@ -29,7 +29,7 @@ STATEFUL_LAYERS = frozenset(
 )
 # torch.nn classes that own nothing themselves (a plain list of them moves
 # nothing that matters). Containers own what they are given.
-_OWN_NOTHING = frozenset({"Module", "Identity", "Flatten", "Unflatten", "Dropout", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LeakyReLU", "ELU", "Mish", "Hardswish", "LogSoftmax"})
+OWN_NOTHING = frozenset({"Module", "Identity", "Flatten", "Unflatten", "Dropout", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LeakyReLU", "ELU", "Mish", "Hardswish", "LogSoftmax"})
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 # Names of attributes every ModuleDict / ParameterDict has (torch 2.13's
@@ -783,7 +783,7 @@ def _is_torch_module_class(name: str) -> bool:
 def _owns_nothing(layer: str) -> bool:
     """A torch.nn class with neither parameters nor buffers (as the class
     is usually built: a weighted loss owns its weight, but rarely sits in a list)."""
-    return layer in _OWN_NOTHING or layer.endswith(("Loss", "Pool1d", "Pool2d", "Pool3d", "Pad1d", "Pad2d", "Pad3d")) or layer.startswith(("Dropout", "Upsampl"))
+    return layer in OWN_NOTHING or layer.endswith(("Loss", "Pool1d", "Pool2d", "Pool3d", "Pad1d", "Pad2d", "Pad3d")) or layer.startswith(("Dropout", "Upsampl"))
 
 
 def _is_variable(facts, node: cst.Name) -> bool:
