@@ -187,9 +187,19 @@ class UnregisteredSubmodule(Rule):
                     for t in n.targets
                     if type(t) is ast.Name and type(n.value) in (ast.List, ast.ListComp, ast.Tuple)
                 }
+                # attributes something is added to in __init__ (an empty container filled there)
+                filled = {
+                    _ast_last_name(n.func.value) if type(n) is ast.Call else _ast_last_name(n.targets[0].value)
+                    for n in ast_walk(method)
+                    if (type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in _ADDS and type(n.func.value) is ast.Attribute)
+                    or (type(n) is ast.Assign and type(n.targets[0]) is ast.Subscript and type(n.targets[0].value) is ast.Attribute)
+                }
+                # names and attributes __init__ sets to a call: the only ones an element may be
+                built = {_ast_last_name(t) for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) is ast.Call for t in n.targets}
                 for n in ast_walk(method):
-                    if type(n) is ast.Assign and any(type(t) is ast.Attribute for t in n.targets) and _ast_may_hold(n.value, lists):
-                        return True
+                    if type(n) is ast.Assign and any(type(t) is ast.Attribute for t in n.targets) and _ast_may_hold(n.value, lists, built):
+                        if not _ast_is_empty(n.value) or any(type(t) is ast.Attribute and t.attr in filled for t in n.targets):
+                            return True
         return False
 
     VALID = [
@@ -876,17 +886,29 @@ def _ast_last_name(func: ast.expr) -> str | None:
     return func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else None
 
 
-def _ast_may_hold(value: ast.expr, lists: set[str]) -> bool:
-    """A plain container the rule may look at (``_holder``), names unresolved."""
+def _ast_is_empty(value: ast.expr) -> bool:
+    return (type(value) in (ast.List, ast.Tuple) and not value.elts) or (type(value) is ast.Dict and not value.keys) or (
+        type(value) is ast.Call and not value.args and not value.keywords
+    )
+
+
+def _ast_may_hold(value: ast.expr, lists: set[str], built: set) -> bool:
+    """A plain container the rule may look at (``_holder``), names unresolved:
+    one of its elements is a call, or a name or attribute set to one."""
+
+    def element(e: ast.expr) -> bool:
+        kind = type(e)
+        return kind is ast.Call or kind is ast.IfExp or (kind in (ast.Name, ast.Attribute) and _ast_last_name(e) in built)
+
     kind = type(value)
     if kind in (ast.List, ast.Tuple):
-        return not value.elts or any(type(e) in (ast.Call, ast.IfExp, ast.Attribute, ast.Name) for e in value.elts)
+        return not value.elts or any(element(e) for e in value.elts)
     if kind is ast.ListComp:
-        return type(value.elt) in (ast.Call, ast.IfExp, ast.Name)
+        return element(value.elt)
     if kind is ast.Dict:
-        return not value.keys or any(type(v) in (ast.Call, ast.IfExp, ast.Attribute, ast.Name) for v in value.values)
+        return not value.keys or any(element(v) for v in value.values)
     if kind is ast.DictComp:
-        return type(value.value) in (ast.Call, ast.IfExp, ast.Name)
+        return element(value.value)
     if kind is ast.Call:
         return type(value.func) is ast.Name and value.func.id == "dict"
     return kind is ast.Name and value.id in lists
