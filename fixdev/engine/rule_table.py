@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = '7d77baab953f92751fd8'
+FINGERPRINT = 'c08651bde83f77cf76db'
 RULES = (
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory'),
     ('FDV102', 'factory-device', 'mismatch', ('\\bclass\\b|\\.(?:to|cuda)\\s*\\(|device', '\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice'),
@@ -16,5 +16,6 @@ RULES = (
     ('FDV110', 'legacy-tensor-type', 'cuda-only', ('cuda\\s*\\.\\s*\\w*Tensor\\b|from\\s+torch\\.cuda\\s+import|\\.type\\(\\s*[\\w.\\[\\]]+\\.type\\(\\s*\\)\\s*\\)',), 'legacy_tensor_type', 'LegacyTensorType'),
     ('FDV111', 'cross-device-index', 'mismatch', ('\\]', '\\.(?:to|cuda)\\s*\\(|device'), 'cross_device_index', 'CrossDeviceIndex'),
     ('FDV112', 'optimizer-before-move', 'state', ('\\.load_state_dict\\s*\\(', '\\.(?:to|cuda)\\s*\\(', 'optim'), 'optimizer_before_move', 'OptimizerBeforeMove'),
+    ('FDV113', 'unregistered-submodule', 'state', ('Module', '(?m)self\\.\\w+\\s*=\\s*(?:[\\[{(]|dict\\(|\\w+\\s*$)|def forward'), 'unregistered_submodule', 'UnregisteredSubmodule'),
     ('FDV114', 'device-string-compare', 'mismatch', ('[\'"](?:cpu|cuda|mps|xpu|hpu|npu|xla|meta|mtia|ipu|lazy|vulkan|gpu)(?::\\d+)?[\'"]',), 'device_string_compare', 'DeviceStringCompare'),
 )
