@@ -415,7 +415,7 @@ def _summary(results: list[FileResult], mode: Mode, errors: int) -> None:
         return
     # Unsafe fixes left out by the settings, as Ruff counts its hidden fixes.
     hidden = sum(1 for r in results for f in r.findings if f.fix is not None and not output.applicable(f, r.unsafe_fixes))
-    hint = f" ({_plural(hidden, 'hidden fix')} can be enabled with --unsafe-fixes)" if hidden else ""
+    hint = f" ({hidden} hidden fix{'' if hidden == 1 else 'es'} can be enabled with --unsafe-fixes)" if hidden else ""
     if mode is Mode.CHECK:
         fixable = sum(1 for r in results for f in r.findings if output.applicable(f, r.unsafe_fixes))
         if remaining:
