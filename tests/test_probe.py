@@ -229,7 +229,7 @@ def test_plugin_loads_without_torch_and_says_what_to_install(tmp_path):
     result = _pytest(project, env={"PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT)])})
     assert result.returncode == 1, result.stdout + result.stderr
     assert "1 passed, 1 error" in result.stdout  # the fixture could not be set up: the test did not run
-    assert 'fake_gpu: the fake GPU needs torch (pip install "fixdev[probe]", or install your torch first)' in result.stdout
+    assert "fake_gpu: the fake GPU needs torch (install the torch build you use first" in result.stdout
     assert "Traceback" not in result.stdout and "ImportError" not in result.stdout
 
 
@@ -258,5 +258,7 @@ def test_wheel_declares_the_plugin_the_extra_and_ships_the_guard(tmp_path):
     entry_points = archive.read(info).decode()
     assert "[pytest11]\nfixdev = fixdev.gpu.pytest_plugin" in entry_points
     metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-    # an open lower bound: the torch CI installed first satisfies it, nothing is fetched
-    assert "Requires-Dist: torch>=2.0; extra == \"probe\"" in metadata
+    # no torch requirement at all: an open one makes pip resolve a CUDA build
+    # of several GB where no torch is installed yet (the user installs theirs)
+    assert 'Requires-Dist: ninja; extra == "probe"' in metadata
+    assert not [line for line in metadata.splitlines() if line.startswith("Requires-Dist: torch")]

@@ -39,7 +39,7 @@ def missing_toolchain() -> list[str]:
     try:
         import torch  # noqa: F401
     except ImportError:
-        missing.append('torch (pip install "fixdev[probe]", or install your torch first)')
+        missing.append("torch (install the torch build you use first, e.g. pip install torch==2.13.0; fixdev[probe] does not pull one)")
     else:
         if _guard_built():
             return missing  # built once: neither ninja nor a compiler is needed again
