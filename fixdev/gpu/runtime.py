@@ -1,0 +1,477 @@
+"""A virtual GPU with real values (``fixdev --run``): tensors on ``cuda:N`` are
+real CPU tensors that are on ``cuda:N`` as far as the program can tell.
+
+Design (b) of issue 27: a ``TorchFunctionMode`` keeps each tensor's device
+as a tag on its *storage* (a ``WeakKeyDictionary`` keyed by
+``untyped_storage()``, which torch preserves as one Python object per
+storage). A tag on the tensor object would be lost through
+``nn.Parameter(...)``, ``.data =`` and ``Module._apply``; they all keep the
+storage. Kernels, autograd and optimizers stay the CPU's own, so values,
+``backward()`` and ``.item()`` are real and no compiler is needed.
+
+The mode answers ``Tensor.device`` and friends from the tag, places the
+results of ``.cuda()`` / ``.to("cuda")`` / ``device="cuda"`` factories, tags
+every op's outputs with its inputs' device, and raises PyTorch's own errors
+when one op mixes a device tensor with a non-scalar CPU tensor. While it is
+installed, ``torch.cuda``'s queries (``is_available``, ``device_count``,
+memory, seeding, ``synchronize``) are patched; ``uninstall`` restores them.
+
+torch is imported only when ``install`` is called: ``fixdev.gpu`` is
+imported by pytest in every run and by the CLI.
+"""
+
+from __future__ import annotations
+
+import weakref
+from types import SimpleNamespace
+from typing import Any
+
+CPU_WHEEL = "Torch not compiled with CUDA enabled"  # what a CPU wheel says at the first CUDA call
+
+# legacy type names, as PyTorch prints them in "Input type (...)" messages
+_LEGACY = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long", "int32": "Int",
+           "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+_CONVOLUTIONS = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution"})
+
+
+class DeviceError(RuntimeError):
+    """A device mismatch the virtual GPU caught, worded as PyTorch words it.
+    A RuntimeError, as PyTorch's own, so ``except RuntimeError`` still catches it."""
+
+    fixdev_device_error = True
+
+
+class NumpyDeviceError(TypeError):
+    """``.numpy()`` of a device tensor: a TypeError, as in PyTorch."""
+
+    fixdev_device_error = True
+
+
+class _State:
+    """The runtime's one installation: the mode, the patches it undoes."""
+
+    def __init__(self) -> None:
+        self.mode: Any = None
+        self.patched: list[tuple[Any, str, Any]] = []
+        self.gpus = 0
+        self.current = 0
+        self.seeds: dict[int, int] = {}
+
+
+_STATE = _State()
+
+
+def installed() -> bool:
+    return _STATE.mode is not None
+
+
+def install(gpus: int = 1) -> None:
+    """Install the virtual GPU with ``gpus`` devices in this thread (0: a
+    CPU-only machine, where CUDA calls raise as on a CPU wheel)."""
+    if gpus < 0:
+        raise ValueError("gpus must be 0 or more")
+    if installed():
+        uninstall()
+    import torch
+
+    _STATE.gpus, _STATE.current, _STATE.seeds = gpus, 0, {}
+    mode = _build_mode(torch)()
+    _patch_cuda(torch, gpus)
+    mode.__enter__()
+    _STATE.mode = mode
+
+
+def uninstall() -> None:
+    """Leave the mode and restore every patched attribute."""
+    mode, _STATE.mode = _STATE.mode, None
+    if mode is not None:
+        mode.__exit__(None, None, None)
+    for owner, name, value in reversed(_STATE.patched):
+        setattr(owner, name, value)
+    _STATE.patched.clear()
+
+
+class virtual_gpu:
+    """``with virtual_gpu(gpus=1):`` the runtime installed for a block."""
+
+    def __init__(self, gpus: int = 1) -> None:
+        self.gpus = gpus
+
+    def __enter__(self) -> "virtual_gpu":
+        install(self.gpus)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        uninstall()
+
+
+# ---------------------------------------------------------------------------
+# torch.cuda's queries, answered for the virtual devices
+# ---------------------------------------------------------------------------
+
+
+def _patch(owner: Any, name: str, value: Any) -> None:
+    if hasattr(owner, name):
+        _STATE.patched.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+
+def _index(device: Any = None) -> int:
+    """A device argument of a torch.cuda query as an index, checked."""
+    import torch
+
+    if device is None:
+        return _STATE.current
+    if isinstance(device, int):
+        index = device
+    else:
+        parsed = torch.device(device)
+        if parsed.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {parsed}")
+        index = _STATE.current if parsed.index is None else parsed.index
+    _check_ordinal(index)
+    return index
+
+
+def _check_ordinal(index: int) -> None:
+    if _STATE.gpus == 0:
+        raise AssertionError(CPU_WHEEL)
+    if not 0 <= index < _STATE.gpus:
+        raise DeviceError("CUDA error: invalid device ordinal")
+
+
+def _allocated(device: Any = None) -> int:
+    index = _index(device)
+    return sum(storage.nbytes() for storage, tag in list(_TAGS.items()) if tag.index == index)
+
+
+def _patch_cuda(torch: Any, gpus: int) -> None:
+    cuda = torch.cuda
+
+    def set_device(device: Any) -> None:
+        _STATE.current = _index(device)
+
+    def manual_seed(seed: int) -> None:
+        # virtual draws come from the CPU's generator (their values are the
+        # CPU run's); the seed is kept for initial_seed()
+        _STATE.seeds[_STATE.current] = int(seed)
+
+    def manual_seed_all(seed: int) -> None:
+        for index in range(gpus):
+            _STATE.seeds[index] = int(seed)
+
+    def properties(device: Any = None) -> SimpleNamespace:
+        index = _index(device)
+        return SimpleNamespace(name=f"fixdev virtual GPU {index}", total_memory=16 << 30, major=8, minor=0,
+                               multi_processor_count=108, is_integrated=False)
+
+    def synchronize(device: Any = None) -> None:
+        _index(device)  # the work ran already, on the CPU
+
+    def available() -> bool:
+        return gpus > 0
+
+    answers = {
+        "is_available": available,
+        "is_initialized": available,
+        "init": lambda: _index(None) and None,
+        "device_count": lambda: gpus,
+        "current_device": lambda: _index(None),
+        "set_device": set_device,
+        "get_device_name": lambda device=None: properties(device).name,
+        "get_device_properties": properties,
+        "get_device_capability": lambda device=None: (properties(device).major, properties(device).minor),
+        "synchronize": synchronize,
+        "memory_allocated": _allocated,
+        "max_memory_allocated": _allocated,
+        "memory_reserved": _allocated,
+        "max_memory_reserved": _allocated,
+        "reset_peak_memory_stats": lambda device=None: _index(device) and None,
+        "reset_max_memory_allocated": lambda device=None: _index(device) and None,
+        "empty_cache": lambda: None,
+        "mem_get_info": lambda device=None: ((16 << 30) - _allocated(device), 16 << 30),
+        "manual_seed": manual_seed,
+        "manual_seed_all": manual_seed_all,
+        "seed": lambda: manual_seed(torch.initial_seed()),
+        "seed_all": lambda: manual_seed_all(torch.initial_seed()),
+        "initial_seed": lambda: _STATE.seeds.get(_index(None), torch.initial_seed()),
+    }
+    if gpus == 0:  # a CPU wheel: the queries answer, the rest raises at the first call
+        answers = {name: answers[name] for name in ("is_available", "is_initialized", "device_count", "manual_seed", "manual_seed_all")}
+        for name in ("current_device", "set_device", "get_device_name", "get_device_properties", "synchronize", "init"):
+            answers[name] = _cpu_wheel
+    for name, value in answers.items():
+        _patch(cuda, name, value)
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None:
+        _patch(accelerator, "is_available", lambda: gpus > 0)
+        _patch(accelerator, "device_count", lambda: gpus)
+        _patch(accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda") if gpus else None)
+    # pinning is a no-op: there is no host-device copy to speed up (patched on
+    # the class, so a DataLoader's pin-memory thread, outside the mode, sees it too)
+    _patch(torch.Tensor, "pin_memory", lambda self, device=None: self)
+    _patch(torch.Tensor, "is_pinned", lambda self, device=None: False)
+
+
+def _cpu_wheel(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError(CPU_WHEEL)
+
+
+# ---------------------------------------------------------------------------
+# Tags: which virtual device a storage lives on (absent: the CPU)
+# ---------------------------------------------------------------------------
+
+_TAGS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def _storage(tensor: Any) -> Any:
+    try:
+        return tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, meta-like tensors
+        return None
+
+
+def tag_of(tensor: Any) -> Any:
+    """The virtual device of a tensor (a ``torch.device``), None for the CPU."""
+    storage = _storage(tensor)
+    return None if storage is None else _TAGS.get(storage)
+
+
+def _tag(out: Any, device: Any, keep: tuple = ()) -> None:
+    """Tag the tensors ``out`` holds with ``device``, except storages in
+    ``keep`` (CPU scalars an op returned a view of)."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        storage = _storage(out)
+        if storage is not None and not any(storage is kept for kept in keep):
+            _TAGS[storage] = device
+    elif isinstance(out, (tuple, list)):
+        for item in out:
+            if isinstance(item, torch.Tensor):
+                _tag(item, device, keep)
+
+
+def _tensors(torch: Any, args: tuple, kwargs: dict):
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):  # foreach ops, torch.cat, index tuples
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    yield item
+
+
+def _mismatch(first: Any, second: Any) -> DeviceError:
+    return DeviceError(f"Expected all tensors to be on the same device, but found at least two devices, {first} and {second}!")
+
+
+def _type_name(tensor: Any, device: Any) -> str:
+    name = _LEGACY.get(str(tensor.dtype).removeprefix("torch."), "Float")
+    return f"torch.cuda.{name}Tensor" if device is not None else f"torch.{name}Tensor"
+
+
+def _build_mode(torch: Any) -> type:
+    from torch.overrides import TorchFunctionMode
+
+    Tensor = torch.Tensor
+    cpu = torch.device("cpu")
+
+    def target(device: Any) -> Any:
+        """A device argument as the virtual device it names (None: the CPU;
+        ``False``: a device this runtime leaves alone, such as meta)."""
+        if isinstance(device, int):
+            device = torch.device("cuda", device)
+        parsed = torch.device(device)
+        if parsed.type == "cpu":
+            return None
+        if parsed.type != "cuda":
+            return False
+        index = _STATE.current if parsed.index is None else parsed.index
+        _check_ordinal(index)
+        return torch.device("cuda", index)
+
+    def common(tensors: list) -> tuple[Any, tuple]:
+        """The one device the inputs are on (None: the CPU) and the CPU
+        scalars among them; raises PyTorch's message on a mismatch."""
+        found = None
+        host = False
+        scalars: list = []
+        for tensor in tensors:
+            device = tag_of(tensor)
+            if device is None:
+                if tensor.dim() == 0:
+                    scalars.append(_storage(tensor))
+                else:
+                    host = True
+            elif found is None:
+                found = device
+            elif device != found:
+                raise _mismatch(found, device)
+        if found is not None and host:
+            raise _mismatch(found, cpu)
+        return found, tuple(scalars)
+
+    def device_get(func, args, kwargs):
+        return tag_of(args[0]) or func(*args, **kwargs)
+
+    def is_cuda(func, args, kwargs):
+        return tag_of(args[0]) is not None or func(*args, **kwargs)
+
+    def is_cpu(func, args, kwargs):
+        return tag_of(args[0]) is None and func(*args, **kwargs)
+
+    def get_device(func, args, kwargs):
+        device = tag_of(args[0])
+        return device.index if device is not None else func(*args, **kwargs)
+
+    def grad_get(func, args, kwargs):
+        # autograd's C++ makes grads on new storages: tag them as their tensor
+        grad = func(*args, **kwargs)
+        device = tag_of(args[0])
+        if grad is not None and device is not None and tag_of(grad) is None:
+            _tag(grad, device)
+        return grad
+
+    def passthrough(func, args, kwargs):
+        # copy_ and .data = / set_ legally join devices; the storage they
+        # leave behind keeps (or brings) its own tag
+        return func(*args, **kwargs)
+
+    def to(func, args, kwargs):
+        tensor, rest = args[0], list(args[1:])
+        current = tag_of(tensor)
+        wanted: Any = current
+        kwargs = dict(kwargs)
+        if rest and isinstance(rest[0], Tensor):  # .to(other): other's device and dtype
+            other = rest[0]
+            wanted = tag_of(other)
+            rest[0] = other.dtype
+        elif "device" in kwargs:
+            wanted = target(kwargs["device"]) if kwargs["device"] is not None else current
+            kwargs["device"] = "cpu"
+        elif rest and not isinstance(rest[0], torch.dtype):
+            wanted = target(rest[0])
+            rest[0] = "cpu"
+        if wanted is False:
+            return func(*args, **dict(kwargs))
+        if wanted != current:
+            kwargs["copy"] = True  # a move is a copy, as between real devices
+        out = func(tensor, *rest, **kwargs)
+        if wanted is not None:
+            _tag(out, wanted)
+        return out
+
+    def cuda(func, args, kwargs):
+        tensor = args[0]
+        device = args[1] if len(args) > 1 else kwargs.get("device")
+        wanted = target("cuda" if device is None else device)
+        if tag_of(tensor) == wanted:
+            return tensor
+        out = tensor.clone(memory_format=kwargs.get("memory_format", torch.preserve_format))
+        _tag(out, wanted)
+        return out
+
+    def cpu_(func, args, kwargs):
+        tensor = args[0]
+        if tag_of(tensor) is None:
+            return func(*args, **kwargs)
+        return tensor.clone(memory_format=kwargs.get("memory_format", torch.preserve_format))
+
+    def numpy(func, args, kwargs):
+        device = tag_of(args[0])
+        if device is not None:
+            raise NumpyDeviceError(f"can't convert {device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
+        return func(*args, **kwargs)
+
+    def getitem(func, args, kwargs):
+        # CPU index tensors may index a device tensor; a device index needs
+        # its tensor on the same device
+        tensor, index = args[0], args[1]
+        device = tag_of(tensor)
+        for item in _tensors(torch, (index,), {}):
+            where = tag_of(item)
+            if where is not None and where != device:
+                raise DeviceError(f"indices should be either on cpu or on the same device as the indexed tensor ({device or cpu})")
+        if len(args) > 2 and isinstance(args[2], Tensor):  # __setitem__'s value
+            common([tensor, args[2]])
+        out = func(*args, **kwargs)
+        if device is not None:
+            _tag(out, device)
+        return out
+
+    def type_(func, args, kwargs):
+        device = tag_of(args[0])
+        if device is None or len(args) > 1 or kwargs:
+            return func(*args, **kwargs)
+        return _type_name(args[0], device)
+
+    def repr_(func, args, kwargs):
+        text = func(*args, **kwargs)
+        device = tag_of(args[0])
+        if device is None:
+            return text
+        # torch prints the device first among the suffixes
+        cut = min((i for i in (text.find(", dtype="), text.find(", requires_grad="), text.find(", grad_fn="), text.find(", size=")) if i >= 0), default=len(text) - 1)
+        return f"{text[:cut]}, device='{device}'{text[cut:]}"
+
+    special = {
+        Tensor.device.__get__: device_get,
+        Tensor.is_cuda.__get__: is_cuda,
+        Tensor.is_cpu.__get__: is_cpu,
+        Tensor.get_device: get_device,
+        Tensor.grad.__get__: grad_get,
+        Tensor.copy_: passthrough,
+        Tensor.data.__set__: passthrough,
+        Tensor.grad.__set__: passthrough,
+        Tensor.set_: passthrough,
+        torch._has_compatible_shallow_copy_type: passthrough,
+        Tensor.to: to,
+        Tensor.cuda: cuda,
+        Tensor.cpu: cpu_,
+        Tensor.numpy: numpy,
+        Tensor.__array__: numpy,
+        Tensor.__getitem__: getitem,
+        Tensor.__setitem__: getitem,
+        Tensor.type: type_,
+        Tensor.__repr__: repr_,
+    }
+
+    class VirtualGPU(TorchFunctionMode):
+        """Devices as storage tags; see the module's docstring."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            try:
+                handler = special.get(func)
+            except TypeError:  # an unhashable callable
+                handler = None
+            if handler is not None:
+                return handler(func, args, kwargs)
+            if "device" in kwargs and kwargs["device"] is not None:  # a factory, or new_* / *_like with a device
+                wanted = target(kwargs["device"])
+                if wanted is False:
+                    return func(*args, **kwargs)
+                if wanted is not None:
+                    out = func(*args, **dict(kwargs, device="cpu"))
+                    _tag(out, wanted)
+                    return out
+                return func(*args, **kwargs)
+            tensors = list(_tensors(torch, args, kwargs))
+            if not tensors:
+                return func(*args, **kwargs)
+            try:
+                device, scalars = common(tensors)
+            except DeviceError:
+                name = getattr(func, "__name__", "")
+                if name in _CONVOLUTIONS and len(args) > 1 and isinstance(args[1], Tensor):
+                    data, weight = args[0], args[1]
+                    raise DeviceError(f"Input type ({_type_name(data, tag_of(data))}) and weight type "
+                                      f"({_type_name(weight, tag_of(weight))}) should be the same") from None
+                raise
+            out = func(*args, **kwargs)
+            if device is not None:
+                _tag(out, device, scalars)
+            return out
+
+    return VirtualGPU
