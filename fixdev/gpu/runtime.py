@@ -196,6 +196,8 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
         "seed_all": lambda: manual_seed_all(torch.initial_seed()),
         "initial_seed": lambda: _STATE.seeds.get(_index(None), torch.initial_seed()),
     }
+    answers.update({"Stream": _Stream, "Event": _Event, "current_stream": _Stream, "default_stream": _Stream,
+                    "stream": lambda stream=None: stream or _Stream()})
     if gpus == 0:  # a CPU wheel: the queries answer, the rest raises at the first call
         answers = {name: answers[name] for name in ("is_available", "is_initialized", "device_count", "manual_seed", "manual_seed_all")}
         for name in ("current_device", "set_device", "get_device_name", "get_device_properties", "synchronize", "init"):
@@ -207,10 +209,76 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
         _patch(accelerator, "is_available", lambda: gpus > 0)
         _patch(accelerator, "device_count", lambda: gpus)
         _patch(accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda") if gpus else None)
+        if gpus:  # optimizers ask the accelerator's stream whether a CUDA graph is being captured
+            _patch(accelerator, "current_stream", _Stream)
+            _patch(accelerator, "synchronize", lambda device=None: _index(device) and None)
     # pinning is a no-op: there is no host-device copy to speed up (patched on
     # the class, so a DataLoader's pin-memory thread, outside the mode, sees it too)
     _patch(torch.Tensor, "pin_memory", lambda self, device=None: self)
     _patch(torch.Tensor, "is_pinned", lambda self, device=None: False)
+
+
+class _Stream:
+    """A CUDA stream on the virtual GPU: the work ran already, in order, on
+    the CPU, so every wait is done and nothing is ever being captured."""
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        import torch
+
+        self.device = torch.device("cuda", _index(device))
+        self.priority = priority
+
+    def is_capturing(self) -> bool:
+        return False
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait_stream(self, stream: Any) -> None:
+        pass
+
+    def wait_event(self, event: Any) -> None:
+        pass
+
+    def record_event(self, event: Any = None) -> "_Event":
+        event = event or _Event()
+        event.record(self)
+        return event
+
+    def __enter__(self) -> "_Stream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+class _Event:
+    """A CUDA event: ``elapsed_time`` is the CPU's wall time between records."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        self.at: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        import time
+
+        self.at = time.perf_counter()
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait(self, stream: Any = None) -> None:
+        pass
+
+    def elapsed_time(self, end: "_Event") -> float:
+        if self.at is None or end.at is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end.at - self.at) * 1000.0
 
 
 def _cpu_wheel(*args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,270 @@
+"""The virtual GPU (``fixdev.gpu.runtime``, issue 27) runs each runnable
+fixture pair of the ``mismatch`` and ``state`` rules with real values: the
+buggy version fails at a line its fix changes, the fixed one completes. How
+to run a pair is in the rule folder's ``run.toml`` (read as
+tests/test_fakecuda.py reads it)."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import itertools
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from fixdev.engine.registry import rule_infos  # noqa: E402
+from fixdev.gpu.runtime import CPU_WHEEL, DeviceError, NumpyDeviceError, virtual_gpu  # noqa: E402
+
+GROUPS = ("mismatch", "state")
+RULES = {info.name for info in rule_infos() if info.group in GROUPS}
+CASES = [
+    pytest.param(folder.name, name, spec, id=f"{folder.name}/{name}")
+    for folder in sorted(FIXTURES.iterdir())
+    if folder.name in RULES and (folder / "run.toml").is_file()
+    for name, spec in tomllib.loads((folder / "run.toml").read_text()).items()
+]
+DEVICE_ERRORS = (DeviceError, NumpyDeviceError)
+_counter = itertools.count()
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"runtime_fixture_{next(_counter)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def evaluate(expression: str):
+    return eval(expression, {"torch": torch, "nn": nn})
+
+
+def fix_from_error(exc: BaseException, path: Path) -> bool:
+    """What ``fixdev --traceback`` does with the error as printed: apply its
+    fix (unsafe ones too, as the fixtures show them) to ``path``; whether the
+    file changed."""
+    from fixdev.diagnose import traceback as tracebacks
+    from fixdev.files.runner import Overrides
+
+    text = path.read_text()
+    log = "".join(traceback.format_exception(exc))
+    overrides = Overrides(select=None, extend_select=(), ignore=(), unsafe_fixes=True)
+    tracebacks.run(log, [path], "apply", overrides, "concise", True, False, False, lambda *a, **k: None)
+    return path.read_text() != text
+
+
+def failing_frame(exc: BaseException, path: Path) -> int:
+    """The deepest frame of the error in the fixture file: the user's line."""
+    lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__) if Path(frame.filename) == path]
+    assert lines, f"the error never passed through {path.name}"
+    return lines[-1]
+
+
+def test_the_mismatch_and_state_rules_all_have_runnable_pairs():
+    assert RULES and RULES == {case.values[0] for case in CASES}
+
+
+def start(spec: dict) -> tuple[int, tuple]:
+    """The machine a case's bug shows on and the errors it fails with: a
+    script's on a CPU-only one (``--gpus 0``), the rest on one GPU."""
+    if spec["kind"] == "script":
+        return 0, (AssertionError, RuntimeError)
+    return 1, DEVICE_ERRORS
+
+
+@pytest.mark.parametrize("rule, case, spec", CASES)
+def test_buggy_fails_on_the_virtual_gpu_in_its_own_file_and_fixed_completes(rule, case, spec):
+    before, after = FIXTURES / rule / f"{case}.before.py", FIXTURES / rule / f"{case}.after.py"
+    gpus, expected = start(spec)
+    with virtual_gpu(gpus):
+        with pytest.raises(expected) as caught:
+            run_case(before, spec)
+        if gpus == 0:
+            assert CPU_WHEEL in str(caught.value)
+        if spec["kind"] != "optimizer":  # FDV112's file only resumes; the step that fails is the harness's
+            failing_frame(caught.value, before)
+        out = run_case(after, spec)
+        if spec["kind"] in ("module", "buffer", "cache"):  # .device read under the runtime, where it is virtual
+            assert out.device == torch.device("cuda", 0)
+
+
+# Errors whose fix `--traceback` does not make from the traceback alone (its
+# limits, not the runtime's): the failing line is far from the fix (a string
+# comparison that skipped a move, a list of layers never registered, an
+# optimizer loaded before the move) or the traceback names only torch's lines.
+TRACEBACK_CANNOT_FIX = {
+    "constant-buffer/cached_mask_none", "factory-device/sibling_arguments",
+    *(f"device-string-compare/{case}" for case in ("tensor_device_cuda", "indexed_string", "constructor_without_index", "membership",
+                                                    "parameter_device", "device_from_setup", "union_parameter", "cpu_check_always_true")),
+    *(f"optimizer-before-move/{case}" for case in ("resume_then_move", "gpu_flag_guard", "moved_with_its_comment")),
+    *(f"unregistered-submodule/{case}" for case in ("heads_dict", "appended_blocks", "local_list_stored")),
+}
+
+
+@pytest.mark.parametrize("rule, case, spec", [
+    pytest.param(*case.values, id=case.id, marks=[pytest.mark.xfail(strict=True, reason="--traceback has no fix for this error")]
+                 if case.id in TRACEBACK_CANNOT_FIX else []) for case in CASES])
+def test_the_fix_traceback_makes_from_the_error_completes(rule, case, spec, tmp_path):
+    """Rounds as ``fixdev --run --apply`` takes them: run, fix from the
+    error's traceback, run again, until the program completes."""
+    before = FIXTURES / rule / f"{case}.before.py"
+    gpus, expected = start(spec)
+    copy = tmp_path / before.name
+    copy.write_text(before.read_text())
+    with virtual_gpu(gpus):
+        for _ in range(3):
+            try:
+                run_case(copy, spec)
+                return
+            except expected as exc:
+                assert fix_from_error(exc, copy), "".join(traceback.format_exception_only(exc))
+    pytest.fail("still failing after 3 rounds of fixes")
+
+
+def run_case(path: Path, spec: dict):
+    """Run one fixture file as its run.toml says, on the virtual GPU."""
+    module = load(path)  # under the runtime: a module-level device reads torch.cuda.is_available()
+    kind = spec["kind"]
+    if kind in ("module", "buffer", "cache"):
+        torch.manual_seed(0)
+        model = getattr(module, spec["build"])(*[evaluate(a) for a in spec.get("args", [])]).eval()
+        torch.manual_seed(1)
+        xs = [torch.randn(*shape).to(getattr(torch, spec.get("dtype", "float32"))) for shape in spec["inputs"]]
+        if kind == "cache":
+            with torch.no_grad():
+                model(*xs)  # fills the cache on the CPU
+        model.to("cuda")
+        if "prepare" in spec:
+            getattr(model, spec["prepare"])("cuda")
+        with torch.no_grad():
+            return model(*[x.to("cuda") for x in xs])
+    if kind == "function":
+        args = [evaluate(a) for a in spec.get("args", [])]
+        if spec.get("move_args", True):
+            args = [a.to("cuda") if isinstance(a, (nn.Module, torch.Tensor)) else a for a in args]
+        return getattr(module, spec["call"])(*args)
+    if kind == "script":
+        return getattr(module, spec["call"])(*[evaluate(a) for a in spec.get("args", [])])
+    if kind == "optimizer":
+        return run_optimizer(module, spec)
+    pytest.fail(f"kind {kind!r} has no runner here")
+
+
+def run_optimizer(module, spec):
+    """FDV112: resume from a checkpoint (one step of ``optimizer``), then a
+    real step on the virtual GPU."""
+
+    def model():
+        torch.manual_seed(0)
+        return evaluate(spec.get("model", "nn.Linear(4, 2)"))
+
+    def step(net, optimizer):
+        for parameter in net.parameters():
+            parameter.grad = torch.ones_like(parameter)  # on the parameter's device
+        optimizer.step()
+
+    trained = model()
+    optimizer = eval(spec["optimizer"], {"torch": torch, "nn": nn, "model": trained})
+    step(trained, optimizer)
+    checkpoint = {"model": trained.state_dict(), "optimizer": optimizer.state_dict()}
+    net = model()
+    resumed = getattr(module, spec["call"])(net, checkpoint, *[evaluate(a) for a in spec.get("args", ["'cuda'"])])
+    step(net, resumed)
+    return next(net.parameters())
+
+
+def train_cnn(device: str, steps: int = 4) -> list[float]:
+    """A small CNN, SGD with momentum: the losses, by .item()."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 8 * 8, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    generator = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        images = torch.randn(4, 3, 16, 16, generator=generator).to(device)
+        labels = torch.randint(0, 10, (4,), generator=generator).to(device)
+        loss = nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        assert loss.device.type == device and next(model.parameters()).grad.device.type == device
+        losses.append(loss.item())
+    return losses
+
+
+def test_a_cnn_trains_on_the_virtual_gpu_with_the_cpu_losses_to_the_bit():
+    plain = train_cnn("cpu")
+    with virtual_gpu(1):
+        virtual = train_cnn("cuda")
+    assert virtual == plain
+    assert len(set(plain)) == len(plain), "the steps change the model"
+
+
+def test_the_runtime_leaves_torch_as_it_found_it():
+    available = torch.cuda.is_available
+    with virtual_gpu(1):
+        assert torch.cuda.is_available() and torch.cuda.device_count() == 1
+        x = torch.ones(2, 3).cuda()
+        assert x.is_cuda and x.get_device() == 0 and "device='cuda:0'" in repr(x)
+    assert torch.cuda.is_available is available
+    assert x.device.type == "cpu", "outside the runtime a tensor is what it really is"
+
+
+def test_mixing_a_device_tensor_with_host_ones_raises_pytorchs_errors():
+    with virtual_gpu(2):
+        x = torch.randn(2, 3, 8, 8).cuda()
+        host = torch.randn(8)
+        with pytest.raises(RuntimeError, match="found at least two devices, cuda:0 and cpu!"):
+            x + host
+        assert (x + torch.tensor(2.0)).device == torch.device("cuda:0"), "a 0-dim CPU tensor combines"
+        with pytest.raises(RuntimeError, match="found at least two devices, cuda:0 and cuda:1!"):
+            x + x.to("cuda:1")
+        conv = nn.Conv2d(3, 4, 3).cuda()
+        with pytest.raises(RuntimeError, match=r"Input type \(torch.FloatTensor\) and weight type \(torch.cuda.FloatTensor\) should be the same"):
+            conv(x.cpu())
+        with pytest.raises(TypeError, match="can't convert cuda:0 device type tensor to numpy"):
+            x.numpy()
+        with pytest.raises(RuntimeError, match="indices should be either on cpu or on the same device"):
+            host[torch.tensor([0]).cuda()]
+        assert x[torch.tensor([0])].is_cuda, "a CPU index may index a device tensor"
+        assert x.cuda() is x and x.cpu() is not x and x.to("cuda:1") is not x
+        with pytest.raises(RuntimeError, match="invalid device ordinal"):
+            x.to("cuda:2")
+
+
+def test_parameters_data_and_module_moves_keep_their_device():
+    with virtual_gpu(1):
+        net = nn.Linear(3, 2)
+        net.cuda()
+        assert net.weight.is_cuda and isinstance(net.weight, nn.Parameter)
+        assert nn.Parameter(torch.zeros(2).cuda()).is_cuda
+        net.weight.data = torch.zeros(2, 3)  # .data = is a copy between devices, never checked
+        assert not net.weight.is_cuda
+        net.weight.data.copy_(torch.ones(2, 3).cuda())  # copy_ joins devices legally
+        assert torch.cuda.memory_allocated() > 0
+        net.to("cpu")
+        assert not net.bias.is_cuda
+        assert torch.ones(2).pin_memory().sum().item() == 2.0, "pinning is a no-op"
+
+
+def test_gpus_0_is_a_cpu_only_machine():
+    with virtual_gpu(0):
+        assert not torch.cuda.is_available() and torch.cuda.device_count() == 0
+        with pytest.raises(AssertionError, match=CPU_WHEEL):
+            torch.ones(2).cuda()
+        with pytest.raises(AssertionError, match=CPU_WHEEL):
+            torch.zeros(2, device="cuda")
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        assert (torch.ones(2).to(device) * 2).sum().item() == 4.0
