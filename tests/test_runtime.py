@@ -268,3 +268,52 @@ def test_gpus_0_is_a_cpu_only_machine():
             torch.zeros(2, device="cuda")
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         assert (torch.ones(2).to(device) * 2).sum().item() == 4.0
+
+
+BUGGY = """\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        mask = torch.ones(x.shape)
+        return self.fc(x * mask)
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = Net().to(device)
+print("loss", model(torch.randn(3, 4, device=device)).sum().item())
+"""
+
+
+def test_run_apply_turns_a_buggy_script_into_one_that_completes(tmp_path, fixdev):
+    script = tmp_path / "train.py"
+    script.write_text(BUGGY)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 1
+    err = shown.stderr.decode()
+    assert f"device error at {script}:12: in forward: RuntimeError: Expected all tensors" in err
+    assert "FDV101" in err and script.read_text() == BUGGY, "without --apply nothing is written"
+    fixed = fixdev("--run", "--apply", "--unsafe-fixes", "--", "python", str(script), cwd=tmp_path)
+    err = fixed.stderr.decode()
+    assert fixed.returncode == 0, err
+    assert "round 1: fixed; running again" in err and "round 2: the command completed" in err
+    assert "torch.ones_like(x)" in script.read_text() and b"loss" in fixed.stdout
+
+
+def test_run_gpus_0_fails_a_cuda_call_as_a_cpu_wheel_and_passes_the_exit_code_on(tmp_path, fixdev):
+    script = tmp_path / "cuda_call.py"
+    script.write_text("import torch\nx = torch.ones(2).cuda()\nprint(x.device)\n")
+    cpu_only = fixdev("--run", "--gpus", "0", "--", "python", str(script), cwd=tmp_path)
+    assert cpu_only.returncode == 1 and CPU_WHEEL in cpu_only.stderr.decode()
+    one_gpu = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert one_gpu.returncode == 0 and one_gpu.stdout.decode().strip() == "cuda:0"
+    script.write_text("import sys\nsys.exit(3)\n")
+    assert fixdev("--run", "--", "python", str(script), cwd=tmp_path).returncode == 3
+    refused = fixdev("--run", "--", "python", "-I", str(script), cwd=tmp_path)
+    assert refused.returncode == 2 and b"-I" in refused.stderr

@@ -47,6 +47,12 @@ class NumpyDeviceError(TypeError):
     fixdev_device_error = True
 
 
+# A traceback prints them as PyTorch's own (``RuntimeError: ...``), so logs
+# and ``--traceback`` read them as they would read a GPU's.
+for _error, _shown in ((DeviceError, "RuntimeError"), (NumpyDeviceError, "TypeError")):
+    _error.__module__, _error.__qualname__ = "builtins", _shown
+
+
 class _State:
     """The runtime's one installation: the mode, the patches it undoes."""
 
@@ -543,3 +549,43 @@ def _build_mode(torch: Any) -> type:
             return out
 
     return VirtualGPU
+
+
+# ---------------------------------------------------------------------------
+# Uncaught errors, as ``fixdev --run`` reads them
+# ---------------------------------------------------------------------------
+
+
+def trimmed(tb: Any) -> Any:
+    """A traceback without this module's frames, so that it ends at the
+    line of the program (or torch) that made the call."""
+    import types
+
+    frames = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != __file__:
+            frames.append(tb)
+        tb = tb.tb_next
+    rebuilt = None
+    for item in reversed(frames):
+        rebuilt = types.TracebackType(rebuilt, item.tb_frame, item.tb_lasti, item.tb_lineno)
+    return rebuilt
+
+
+def report_uncaught(path: str | None) -> None:
+    """Print uncaught errors without the runtime's frames and, with
+    ``path``, write the traceback's text there for ``fixdev --run``."""
+    import sys
+    import traceback
+
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        tb = trimmed(tb)
+        value = value.with_traceback(tb)
+        if path:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("".join(traceback.format_exception(kind, value, tb)))
+        previous(kind, value, tb)
+
+    sys.excepthook = hook

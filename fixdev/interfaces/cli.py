@@ -232,6 +232,9 @@ def main_command(
     probe: Optional[str] = typer.Option(None, "--probe", metavar="FILE:CLASS", help="Build the module, move it and its inputs to a fake GPU and run forward (needs fixdev[probe])."),
     probe_inputs: Optional[List[str]] = typer.Option(None, "--input", metavar="SHAPE", help="With --probe: an input's shape, 8,3,32,32 (8,16:long for integers); repeatable."),
     probe_init: Optional[str] = typer.Option(None, "--init", metavar="JSON", help="With --probe: the constructor's arguments, a JSON object (keywords) or list."),
+    run_command: bool = typer.Option(False, "--run", help="Run the command after -- on a virtual GPU (real values on the CPU); on a device error, say why and the fix (--apply: write it, run again)."),
+    gpus: int = typer.Option(1, "--gpus", min=0, metavar="N", help="With --run: the virtual GPUs (0: a CPU-only machine, where CUDA calls fail)."),
+    max_rounds: int = typer.Option(5, "--max-rounds", min=1, metavar="N", help="With --run --apply: at most N runs."),
     probe_train: bool = typer.Option(False, "--train", help="With --probe: train mode, then the loss and backward where the fake GPU allows."),
 ) -> None:
     """Find and fix PyTorch device bugs (CPU/CUDA mismatches).
@@ -256,6 +259,10 @@ def main_command(
         _check_selection(overrides)
     use_color = _use_color(color)
     err_color = _use_color(color, sys.stderr)  # --diff and --apply report findings on stderr
+    if run_command:
+        if traceback_log is not None or probe is not None or interactive or diff:
+            _fail("--run goes with --gpus, --apply, --max-rounds and --unsafe-fixes, not with --traceback, --probe, --diff or -i")
+        raise typer.Exit(_run(paths, gpus, mode is Mode.APPLY, max_rounds, overrides, output_format, use_color))
     if (probe_inputs or probe_init is not None or probe_train) and probe is None:
         _fail("--input, --init and --train go with --probe FILE:CLASS")
     if traceback_log is not None or probe is not None:
@@ -361,6 +368,21 @@ def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], m
             _fail(f"cannot read the log {log}: {exc.strerror or exc}")
     text = decode_log(data)
     return tracebacks.run(text, paths or [Path(".")], mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo, excludes)
+
+
+def _run(paths: Optional[List[Path]], gpus: int, apply: bool, max_rounds: int, overrides: Overrides, fmt: Format, color: bool) -> int:
+    """--run -- COMMAND: the command's words as typed (after the first --),
+    not as PATH's Path objects spell them."""
+    from fixdev.gpu import run as running
+
+    command = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else [str(p) for p in paths or []]
+    if fmt.value not in ("full", "concise", "json"):
+        _fail("--run prints full, concise or json output")
+    try:
+        return running.run(command, gpus, apply, max_rounds, overrides, fmt.value, color, typer.echo)
+    except running.RunError as exc:
+        _fail(str(exc))
+        return EXIT_ERROR
 
 
 def _check_selection(overrides: Overrides) -> None:
