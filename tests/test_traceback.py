@@ -52,6 +52,12 @@ def spec_of(folder: Path) -> dict:
     return tomllib.loads((folder / "case.toml").read_text())
 
 
+def unsafe_flags(spec: dict) -> list[str]:
+    """``unsafe_fixes = true`` in case.toml: the case's fix is unsafe, so it is
+    applied (and shown in --diff) only with --unsafe-fixes."""
+    return ["--unsafe-fixes"] if spec.get("unsafe_fixes") else []
+
+
 def copy_case(folder: Path, tmp_path: Path) -> Path:
     target = tmp_path / folder.name
     shutil.copytree(folder, target)
@@ -94,7 +100,13 @@ def test_diff_shows_the_fix_at_the_right_line(folder, tmp_path):
     spec = spec_of(folder)
     case = copy_case(folder, tmp_path)
     before = {p: p.read_bytes() for p in (*case.rglob("*.py"), *case.rglob("*.ipynb"))}
-    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    if spec.get("unsafe_fixes"):
+        # without --unsafe-fixes the unsafe fix is named, not marked [*], and not in the diff
+        safe_only = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+        assert safe_only.returncode == 1 and safe_only.stdout == b"", safe_only.stdout.decode()
+        for code in spec["codes"]:
+            assert re.search(rf"fix: {code} \[[a-z-]+\] [^\n]*\(unsafe fix: applied with --unsafe-fixes\)", safe_only.stderr.decode()), safe_only.stderr.decode()
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", *unsafe_flags(spec))
     out, err = result.stdout.decode(), result.stderr.decode()
     assert "Traceback (most recent call last)" not in err, err
     assert {p: p.read_bytes() for p in (*case.rglob("*.py"), *case.rglob("*.ipynb"))} == before, "--diff must not write"
@@ -132,11 +144,12 @@ def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
     case = copy_case(folder, tmp_path)
     target = case / spec.get("path", spec["file"])  # path: a notebook, whose cells `file` names
     original = target.read_text()
-    check = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--check")
+    unsafe = unsafe_flags(spec)
+    check = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--check", *unsafe)
     assert check.returncode == 1 and target.read_text() == original
     # --check shows everything on stdout, the fix as a diff included
     assert f"--- a/{spec['file']}" in check.stdout.decode() and "why:" in check.stdout.decode()
-    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply")
+    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", *unsafe)
     assert applied.returncode == 0, applied.stderr.decode()
     fixed = target.read_text()
     assert fixed != original
@@ -144,7 +157,7 @@ def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()
     (alone / target.name).write_text(original)
-    rules = fixdev_in(alone, "--no-cache", "--apply", "--select", ",".join(spec["codes"]), target.name)
+    rules = fixdev_in(alone, "--no-cache", "--apply", *unsafe, "--select", ",".join(spec["codes"]), target.name)
     assert rules.returncode in (0, 1)
     if spec.get("evidence"):
         # the rules alone cannot place the value; the error's message did
@@ -152,7 +165,7 @@ def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
     else:
         assert set(_changed(original, fixed)) <= set(_changed(original, (alone / target.name).read_text()))
     # run again on the same log: the findings are gone, nothing more is written
-    again = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply")
+    again = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", *unsafe)
     assert again.returncode in (1, 2) and "fix:" not in again.stderr.decode()
     assert target.read_text() == fixed
 
