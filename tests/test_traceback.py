@@ -342,9 +342,10 @@ def test_notebook_cells_stale_ambiguous_and_old_ipython(tmp_path):
     both = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
     assert both.returncode == 2 and both.stdout == b"", both.stderr.decode()
     assert "ambiguous: Cell In[6] could be explore.ipynb (cell 4), old/explore.ipynb (cell 4)" in both.stderr.decode()
-    named = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    # the cell's fix (device= on torch.randn) is unsafe: it draws from the GPU's generator
+    named = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--unsafe-fixes", "explore.ipynb")
     assert named.returncode == 1 and named.stdout.decode().startswith("--- a/explore.ipynb:cell 4\n")
-    as_json = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--output-format", "json", "explore.ipynb")
+    as_json = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--unsafe-fixes", "--output-format", "json", "explore.ipynb")
     (item,) = json.loads(as_json.stdout)
     assert item["findings"][0]["location"] == {"row": 1, "column": 5, "cell": 4} and item["diff"].startswith("--- a/explore.ipynb:cell 4")
 
@@ -357,7 +358,7 @@ def test_notebook_cells_stale_ambiguous_and_old_ipython(tmp_path):
         "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n"
     )
     (case / "old.log").write_text(old_style)
-    applied = fixdev_in(case, "--no-cache", "--traceback", "old.log", "--apply", "explore.ipynb")
+    applied = fixdev_in(case, "--no-cache", "--traceback", "old.log", "--apply", "--unsafe-fixes", "explore.ipynb")
     assert applied.returncode == 0, applied.stderr.decode()
     assert "explore.ipynb:cell 4:2: RuntimeError" in applied.stderr.decode()
     cells = json.loads(notebook.read_text())["cells"]
@@ -379,13 +380,14 @@ def test_seed_program_traceback_gives_the_rules_fixes(tmp_path):
         folder.mkdir()
         shutil.copyfile(PROGRAM, folder / "robust_trainer.py")
     log = CASES_DIR / "robust_trainer" / "error.log"
-    traced = run_fixdev("--no-cache", "--traceback", str(log), "--apply", cwd=by_log)
+    # FDV101 (randn_like) and FDV103 (a buffer) are unsafe fixes: both runs enable them
+    traced = run_fixdev("--no-cache", "--traceback", str(log), "--apply", "--unsafe-fixes", cwd=by_log)
     assert traced.returncode == 0, traced.stderr.decode()
     err = traced.stderr.decode()
     assert "robust_trainer.py:44: AssertionError: Torch not compiled with CUDA enabled" in err
     assert "robust_trainer.py:31: RuntimeError: Expected all tensors to be on the same device" in err
     assert "`noise` is made by `torch.randn(x.shape)` on line 30" in err
-    ruled = run_fixdev("--no-cache", "--apply", "robust_trainer.py", cwd=by_rules)
+    ruled = run_fixdev("--no-cache", "--apply", "--unsafe-fixes", "robust_trainer.py", cwd=by_rules)
     assert ruled.returncode == 0
     assert (by_log / "robust_trainer.py").read_text() == (by_rules / "robust_trainer.py").read_text()
     assert (by_log / "robust_trainer.py").read_text() != PROGRAM.read_text()
@@ -524,7 +526,8 @@ def test_rnn_errors_either_way_round(tmp_path):
     (tmp_path / "hidden.log").write_text(_one_frame_log(
         "/srv/job/hidden.py", 8, "y, _ = rnn(x, h0)",
         "Input and hidden tensors are not at the same device, found input tensor at cpu and hidden tensor at cuda:0"))
-    hidden = fixdev_in(tmp_path, "--no-cache", "--traceback", "hidden.log", "--diff", "hidden.py")
+    # device= on torch.randn is unsafe (the GPU's generator): shown as [*] and in the diff with --unsafe-fixes
+    hidden = fixdev_in(tmp_path, "--no-cache", "--traceback", "hidden.log", "--diff", "--unsafe-fixes", "hidden.py")
     err = hidden.stderr.decode()
     assert hidden.returncode == 1, err
     assert "error: a recurrent layer's input is on the CPU while the hidden state passed to it is on the GPU (cuda:0)" in err
@@ -618,7 +621,8 @@ def test_apply_fixes_what_fails_next_in_the_same_function(tmp_path):
     outside `main` (evaluate's own finding is another flow)."""
     (tmp_path / "job.py").write_text(NEXT_LINES)
     (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
-    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "job.py")
+    # the next line's fix (device= on torch.randn) is unsafe: the GPU's generator
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "job.py")
     err = result.stderr.decode()
     assert result.returncode == 0, err
     assert "next: FDV102 [factory-device] [*]" in err and "(line 10)" in err
@@ -637,10 +641,11 @@ def test_apply_says_what_remains_in_the_same_function_and_exits_1(tmp_path):
     code = NEXT_LINES.replace("    out = net(x)\n", "    out = net(x) + torch.zeros(3, 2)\n")
     code = code.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "\n")  # no device in reach
     (tmp_path / "job.py").write_text(code)
-    plain = fixdev_in(tmp_path, "--no-cache", "--check", "--output-format", "concise", "job.py").stdout.decode()
+    # --unsafe-fixes throughout: x's fix (device= on torch.randn) is unsafe; the zeros has no fix either way
+    plain = fixdev_in(tmp_path, "--no-cache", "--check", "--unsafe-fixes", "--output-format", "concise", "job.py").stdout.decode()
     assert "job.py:11:20: FDV102 Tensor made on the CPU" in plain and "[*]" not in plain.split("job.py:11:20")[1].splitlines()[0]
     (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
-    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "job.py")
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "job.py")
     err = result.stderr.decode()
     assert result.returncode == 1, err
     assert "1 fixed in 1 file" in err and "1 finding of a value on the wrong device remains in the failing lines' functions after the fix" in err
@@ -659,7 +664,7 @@ def test_quiet_apply_prints_only_what_is_left(tmp_path):
     code = NEXT_LINES.replace("    out = net(x)\n", "    out = net(x) + torch.zeros(3, 2)\n")
     (tmp_path / "job.py").write_text(code.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "\n"))
     (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
-    left = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "-q", "job.py")
+    left = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "-q", "job.py")  # x's fix is unsafe
     lines = left.stderr.decode().splitlines()
     assert left.returncode == 1 and left.stdout == b""
     assert len(lines) == 1 and re.match(r"^job\.py:12:\d+: FDV102 ", lines[0]), lines
@@ -698,12 +703,13 @@ def test_a_notebook_saved_with_cleared_outputs_maps_by_the_line(tmp_path):
     notebook = case / "explore.ipynb"
     cleared = _cleared(notebook)
     notebook.write_text(cleared)
-    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    # the cell's fix (device= on torch.randn) is unsafe: it draws from the GPU's generator
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--unsafe-fixes", "explore.ipynb")
     err = result.stderr.decode()
     assert result.returncode == 1, err
     assert "explore.ipynb:cell 4:2: RuntimeError" in err and "fix: FDV102 [factory-device]" in err
     assert result.stdout.decode().startswith("--- a/explore.ipynb:cell 4\n")
-    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "explore.ipynb")
+    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "explore.ipynb")
     assert applied.returncode == 0, applied.stderr.decode()
     assert "".join(json.loads(notebook.read_text())["cells"][3]["source"]).startswith("x = torch.randn(4, 10, device=device)\n")
 
