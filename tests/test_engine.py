@@ -9,6 +9,7 @@ from fixdev.engine.rule import Edit, Rule, dotted
 from fixdev.engine.source import SourceError
 
 ALL = Engine(all_rules())
+UNSAFE = Engine(all_rules(), unsafe_fixes=True)  # like-factory's fix is unsafe (dtype, random stream): --unsafe-fixes
 
 
 def test_apply_edits_in_any_order():
@@ -16,8 +17,12 @@ def test_apply_edits_in_any_order():
 
 
 def test_nested_fixes_compose_over_rounds():
-    src = "import torch\ndevice = torch.device(args.device)\ny = torch.zeros(x.shape).cuda()\n"
-    assert ALL.fix(src).text == "import torch\ndevice = torch.device(args.device)\ny = torch.zeros_like(x).to(device)\n"
+    # `.add(x)` before the move: FDV101 is silent where the factory's result is
+    # moved before it meets anything (torch.zeros(x.shape).cuda())
+    src = "import torch\ndevice = torch.device(args.device)\ny = torch.zeros(x.shape).add(x).cuda()\n"
+    assert UNSAFE.fix(src).text == "import torch\ndevice = torch.device(args.device)\ny = torch.zeros_like(x).add(x).to(device)\n"
+    # without unsafe fixes only the safe outer one applies
+    assert ALL.fix(src).text == "import torch\ndevice = torch.device(args.device)\ny = torch.zeros(x.shape).add(x).to(device)\n"
 
 
 def test_identical_insertions_are_made_once():
@@ -84,17 +89,17 @@ def test_crlf_and_cr_files_keep_their_line_endings():
 
 def test_lint_sorts_and_fix_reports_what_remains():
     src = "import torch\na = x.cuda(0)\nb = torch.ones(y.shape)\n"
-    outcome = Engine([CudaCall, LikeFactory]).fix(src)
+    outcome = Engine([CudaCall, LikeFactory], unsafe_fixes=True).fix(src)
     assert [f.code for f in outcome.applied] == ["FDV101"]
     assert [f.code for f in outcome.remaining] == ["FDV104"]
 
 
 def test_applied_findings_are_in_the_original_texts_terms():
-    src = "import torch\ny = torch.zeros(x.shape).cuda()\nz = w.cuda()\n"
-    outcome = ALL.fix(src)
+    src = "import torch\ny = torch.zeros(x.shape).add(x).cuda()\nz = w.cuda()\n"
+    outcome = UNSAFE.fix(src)
     assert [f.code for f in outcome.applied] == ["FDV101", "FDV104", "FDV104"]
     for finding in outcome.applied:
-        assert src[finding.start : finding.end].startswith(("torch.zeros(x.shape)", "torch.zeros(x.shape).cuda()", "w.cuda()"))
+        assert src[finding.start : finding.end].startswith(("torch.zeros(x.shape)", "torch.zeros(x.shape).add(x).cuda()", "w.cuda()"))
 
 
 # Issue 10 item 7: syntax errors as CPython's parser reports them.
@@ -135,10 +140,11 @@ class M(nn.Module):
 
 def test_findings_on_one_span_from_two_rules_are_one_and_summaries_agree(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(SAME_SPAN)
-    check = fixdev("--output-format", "concise", "m.py", cwd=tmp_path)
+    # FDV101's fix is unsafe: counted as fixable (and applied) with --unsafe-fixes
+    check = fixdev("--unsafe-fixes", "--output-format", "concise", "m.py", cwd=tmp_path)
     assert [line.split()[1] for line in check.stdout.decode().splitlines()] == ["FDV101", "FDV104"]
     assert "Found 2 findings (1 fixable with --apply)." in check.stderr.decode()
-    diff = fixdev("--diff", "m.py", cwd=tmp_path)
+    diff = fixdev("--unsafe-fixes", "--diff", "m.py", cwd=tmp_path)
     assert "Would fix 1 finding in 1 file; 1 without a fix." in diff.stderr.decode()
 
 
@@ -174,23 +180,23 @@ def test_a_declined_fix_is_not_offered_again_after_other_fixes_move_it():
         asked.append(text[finding.start : finding.end])
         return "ones" in asked[-1]
 
-    outcome = Engine([LikeFactory]).fix(src, approve)
+    outcome = Engine([LikeFactory], unsafe_fixes=True).fix(src, approve)
     assert asked == ["torch.ones(x.shape)", "torch.zeros(y.shape)"]
     assert outcome.text == "import torch\na = torch.ones_like(x)\nb = torch.zeros(y.shape)\n"
     assert [f.code for f in outcome.remaining] == ["FDV101"]
 
 
 def test_a_declined_fix_inside_an_accepted_one_is_not_offered_again():
-    src = "import torch\ndevice = torch.device(args.device)\ny = torch.zeros(x.shape).cuda()\n"
+    src = "import torch\ndevice = torch.device(args.device)\ny = torch.zeros(x.shape).add(x).cuda()\n"
     asked = []
 
     def approve(text, finding):
         asked.append(finding.code)
         return finding.code == "FDV101"
 
-    outcome = ALL.fix(src, approve)
+    outcome = UNSAFE.fix(src, approve)
     assert sorted(asked) == ["FDV101", "FDV104"]
-    assert outcome.text == "import torch\ndevice = torch.device(args.device)\ny = torch.zeros_like(x).cuda()\n"
+    assert outcome.text == "import torch\ndevice = torch.device(args.device)\ny = torch.zeros_like(x).add(x).cuda()\n"
 
 
 # Issue 10 item 17: a code prefix in `# noqa` suppresses, as in flake8.

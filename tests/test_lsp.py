@@ -57,7 +57,13 @@ class Client:
         return self.wait_for(lambda m: m.get("method") == "textDocument/publishDiagnostics")["params"]["diagnostics"]
 
 
+# BUGGY's fix (torch.ones(x.shape) -> torch.ones_like(x)) is unsafe (the dtype
+# may change): fix-all applies it only where unsafe-fixes is on
+UNSAFE_FIXES = "[tool.fixdev]\nunsafe-fixes = true\n"
+
+
 def test_editor_session(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(UNSAFE_FIXES)
     path = tmp_path / "model.py"
     path.write_text(BUGGY)
     uri = path.as_uri()
@@ -78,8 +84,24 @@ def test_editor_session(tmp_path):
         )["result"]
         quick = [a for a in actions if a["kind"] == "quickfix"]
         assert quick and quick[0]["edit"]["changes"][uri][0]["newText"] == "torch.ones_like(x)"
+        assert quick[0]["title"].endswith(" (unsafe)") and not quick[0].get("isPreferred")  # unsafe: offered, never preferred
         fix_all = [a for a in actions if a["kind"] == "source.fixAll.fixdev"]
         assert fix_all and "torch.ones_like(x)" in fix_all[0]["edit"]["changes"][uri][0]["newText"]
+
+        # where unsafe fixes are off, the quick fix is still offered but fix-all has nothing to apply
+        strict = tmp_path / "strict"
+        strict.mkdir()
+        (strict / "pyproject.toml").write_text("[tool.fixdev]\nunsafe-fixes = false\n")
+        (strict / "model.py").write_text(BUGGY)
+        strict_uri = (strict / "model.py").as_uri()
+        client.send("textDocument/didOpen", {"textDocument": {"uri": strict_uri, "languageId": "python", "version": 1, "text": BUGGY}}, request=False)
+        strict_found = client.diagnostics()
+        strict_actions = client.request(
+            "textDocument/codeAction",
+            {"textDocument": {"uri": strict_uri}, "range": strict_found[0]["range"], "context": {"diagnostics": strict_found}},
+        )["result"]
+        assert [a["title"] for a in strict_actions if a["kind"] == "quickfix"][0].endswith(" (unsafe)")
+        assert [a for a in strict_actions if a["kind"] == "source.fixAll.fixdev"] == []
 
         fixed = BUGGY.replace("torch.ones(x.shape)", "torch.ones_like(x)")
         client.send(
@@ -110,6 +132,7 @@ def test_editor_session(tmp_path):
     ],
 )
 def test_code_action_kinds_match_hierarchically(tmp_path, only, kinds):
+    (tmp_path / "pyproject.toml").write_text(UNSAFE_FIXES)  # fix-all has BUGGY's (unsafe) fix to offer
     path = tmp_path / "model.py"
     path.write_text(BUGGY)
     uri = path.as_uri()
@@ -314,7 +337,7 @@ def test_a_syntax_error_is_a_diagnostic(tmp_path, encoding):
 
 # Issue 26 item 6: the editor honours [tool.fixdev] exclude and the default excludes.
 def test_excluded_files_get_no_diagnostics_and_no_fixes(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["legacy/", "*_gen.py"]\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["legacy/", "*_gen.py"]\nunsafe-fixes = true\n')  # BUGGY's fix is unsafe
     files = {"src/model.py": True, "legacy/old.py": False, "src/model_gen.py": False, ".venv/lib/dep.py": False, "build/lib/model.py": False}
     client, _ = start_session(tmp_path)
     try:

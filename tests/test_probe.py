@@ -51,7 +51,8 @@ def test_probe_finds_the_seed_programs_mismatch_and_passes_after_apply(tmp_path,
     assert clean.returncode == 0, clean.stderr.decode()
     assert clean.stdout.decode() == "robust_trainer.py:RobustModel: no device error on a fake GPU (eval mode, 1 input).\n"
 
-    before = run_fixdev("--no-cache", *ROBUST, "--train", cwd=tmp_path)
+    # both fixes of the error (randn_like, a buffer) are unsafe: shown and applied with --unsafe-fixes
+    before = run_fixdev("--no-cache", *ROBUST, "--train", "--unsafe-fixes", cwd=tmp_path)
     out = before.stdout.decode()
     assert before.returncode == 1, before.stderr.decode()
     # torch's error, the user's line (not torch's), then what --traceback says, fix included
@@ -63,7 +64,7 @@ def test_probe_finds_the_seed_programs_mismatch_and_passes_after_apply(tmp_path,
     assert "+            noise = torch.randn_like(x) * self.noise_scale" in out
     assert (tmp_path / "robust_trainer.py").read_text() == PROGRAM.read_text(), "--probe alone writes nothing"
 
-    fixed = run_fixdev("--no-cache", "--apply", "robust_trainer.py", cwd=tmp_path)
+    fixed = run_fixdev("--no-cache", "--apply", "--unsafe-fixes", "robust_trainer.py", cwd=tmp_path)
     assert fixed.returncode == 0
     after = run_fixdev("--no-cache", *ROBUST, "--train", cwd=tmp_path)
     assert after.returncode == 0, after.stderr.decode()
@@ -172,6 +173,8 @@ def _pytest(folder: Path, *args: str, env: dict | None = None) -> subprocess.Com
 @pytest.mark.fakecuda
 def test_fixture_fails_where_a_gpu_would_and_passes_after_the_fix(tmp_path, toolchain):
     shutil.copyfile(PROGRAM, tmp_path / "robust_trainer.py")
+    # the error's fixes (randn_like, a buffer) are unsafe: the project enables them for the plugin's diff and --apply
+    (tmp_path / "pyproject.toml").write_text("[tool.fixdev]\nunsafe-fixes = true\n")
     (tmp_path / "test_model.py").write_text(TEST_FILE)
     before = _pytest(tmp_path)
     assert before.returncode == 1, before.stdout

@@ -52,6 +52,12 @@ def spec_of(folder: Path) -> dict:
     return tomllib.loads((folder / "case.toml").read_text())
 
 
+def unsafe_flags(spec: dict) -> list[str]:
+    """``unsafe_fixes = true`` in case.toml: the case's fix is unsafe, so it is
+    applied (and shown in --diff) only with --unsafe-fixes."""
+    return ["--unsafe-fixes"] if spec.get("unsafe_fixes") else []
+
+
 def copy_case(folder: Path, tmp_path: Path) -> Path:
     target = tmp_path / folder.name
     shutil.copytree(folder, target)
@@ -94,7 +100,13 @@ def test_diff_shows_the_fix_at_the_right_line(folder, tmp_path):
     spec = spec_of(folder)
     case = copy_case(folder, tmp_path)
     before = {p: p.read_bytes() for p in (*case.rglob("*.py"), *case.rglob("*.ipynb"))}
-    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+    if spec.get("unsafe_fixes"):
+        # without --unsafe-fixes the unsafe fix is named, not marked [*], and not in the diff
+        safe_only = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
+        assert safe_only.returncode == 1 and safe_only.stdout == b"", safe_only.stdout.decode()
+        for code in spec["codes"]:
+            assert re.search(rf"fix: {code} \[[a-z-]+\] [^\n]*\(unsafe fix: applied with --unsafe-fixes\)", safe_only.stderr.decode()), safe_only.stderr.decode()
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", *unsafe_flags(spec))
     out, err = result.stdout.decode(), result.stderr.decode()
     assert "Traceback (most recent call last)" not in err, err
     assert {p: p.read_bytes() for p in (*case.rglob("*.py"), *case.rglob("*.ipynb"))} == before, "--diff must not write"
@@ -132,11 +144,12 @@ def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
     case = copy_case(folder, tmp_path)
     target = case / spec.get("path", spec["file"])  # path: a notebook, whose cells `file` names
     original = target.read_text()
-    check = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--check")
+    unsafe = unsafe_flags(spec)
+    check = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--check", *unsafe)
     assert check.returncode == 1 and target.read_text() == original
     # --check shows everything on stdout, the fix as a diff included
     assert f"--- a/{spec['file']}" in check.stdout.decode() and "why:" in check.stdout.decode()
-    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply")
+    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", *unsafe)
     assert applied.returncode == 0, applied.stderr.decode()
     fixed = target.read_text()
     assert fixed != original
@@ -144,7 +157,7 @@ def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()
     (alone / target.name).write_text(original)
-    rules = fixdev_in(alone, "--no-cache", "--apply", "--select", ",".join(spec["codes"]), target.name)
+    rules = fixdev_in(alone, "--no-cache", "--apply", *unsafe, "--select", ",".join(spec["codes"]), target.name)
     assert rules.returncode in (0, 1)
     if spec.get("evidence"):
         # the rules alone cannot place the value; the error's message did
@@ -152,7 +165,7 @@ def test_apply_writes_the_fix_and_check_changes_nothing(folder, tmp_path):
     else:
         assert set(_changed(original, fixed)) <= set(_changed(original, (alone / target.name).read_text()))
     # run again on the same log: the findings are gone, nothing more is written
-    again = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply")
+    again = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", *unsafe)
     assert again.returncode in (1, 2) and "fix:" not in again.stderr.decode()
     assert target.read_text() == fixed
 
@@ -329,9 +342,10 @@ def test_notebook_cells_stale_ambiguous_and_old_ipython(tmp_path):
     both = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff")
     assert both.returncode == 2 and both.stdout == b"", both.stderr.decode()
     assert "ambiguous: Cell In[6] could be explore.ipynb (cell 4), old/explore.ipynb (cell 4)" in both.stderr.decode()
-    named = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    # the cell's fix (device= on torch.randn) is unsafe: it draws from the GPU's generator
+    named = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--unsafe-fixes", "explore.ipynb")
     assert named.returncode == 1 and named.stdout.decode().startswith("--- a/explore.ipynb:cell 4\n")
-    as_json = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--output-format", "json", "explore.ipynb")
+    as_json = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--unsafe-fixes", "--output-format", "json", "explore.ipynb")
     (item,) = json.loads(as_json.stdout)
     assert item["findings"][0]["location"] == {"row": 1, "column": 5, "cell": 4} and item["diff"].startswith("--- a/explore.ipynb:cell 4")
 
@@ -344,7 +358,7 @@ def test_notebook_cells_stale_ambiguous_and_old_ipython(tmp_path):
         "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n"
     )
     (case / "old.log").write_text(old_style)
-    applied = fixdev_in(case, "--no-cache", "--traceback", "old.log", "--apply", "explore.ipynb")
+    applied = fixdev_in(case, "--no-cache", "--traceback", "old.log", "--apply", "--unsafe-fixes", "explore.ipynb")
     assert applied.returncode == 0, applied.stderr.decode()
     assert "explore.ipynb:cell 4:2: RuntimeError" in applied.stderr.decode()
     cells = json.loads(notebook.read_text())["cells"]
@@ -366,13 +380,14 @@ def test_seed_program_traceback_gives_the_rules_fixes(tmp_path):
         folder.mkdir()
         shutil.copyfile(PROGRAM, folder / "robust_trainer.py")
     log = CASES_DIR / "robust_trainer" / "error.log"
-    traced = run_fixdev("--no-cache", "--traceback", str(log), "--apply", cwd=by_log)
+    # FDV101 (randn_like) and FDV103 (a buffer) are unsafe fixes: both runs enable them
+    traced = run_fixdev("--no-cache", "--traceback", str(log), "--apply", "--unsafe-fixes", cwd=by_log)
     assert traced.returncode == 0, traced.stderr.decode()
     err = traced.stderr.decode()
     assert "robust_trainer.py:44: AssertionError: Torch not compiled with CUDA enabled" in err
     assert "robust_trainer.py:31: RuntimeError: Expected all tensors to be on the same device" in err
     assert "`noise` is made by `torch.randn(x.shape)` on line 30" in err
-    ruled = run_fixdev("--no-cache", "--apply", "robust_trainer.py", cwd=by_rules)
+    ruled = run_fixdev("--no-cache", "--apply", "--unsafe-fixes", "robust_trainer.py", cwd=by_rules)
     assert ruled.returncode == 0
     assert (by_log / "robust_trainer.py").read_text() == (by_rules / "robust_trainer.py").read_text()
     assert (by_log / "robust_trainer.py").read_text() != PROGRAM.read_text()
@@ -511,7 +526,8 @@ def test_rnn_errors_either_way_round(tmp_path):
     (tmp_path / "hidden.log").write_text(_one_frame_log(
         "/srv/job/hidden.py", 8, "y, _ = rnn(x, h0)",
         "Input and hidden tensors are not at the same device, found input tensor at cpu and hidden tensor at cuda:0"))
-    hidden = fixdev_in(tmp_path, "--no-cache", "--traceback", "hidden.log", "--diff", "hidden.py")
+    # device= on torch.randn is unsafe (the GPU's generator): shown as [*] and in the diff with --unsafe-fixes
+    hidden = fixdev_in(tmp_path, "--no-cache", "--traceback", "hidden.log", "--diff", "--unsafe-fixes", "hidden.py")
     err = hidden.stderr.decode()
     assert hidden.returncode == 1, err
     assert "error: a recurrent layer's input is on the CPU while the hidden state passed to it is on the GPU (cuda:0)" in err
@@ -605,7 +621,8 @@ def test_apply_fixes_what_fails_next_in_the_same_function(tmp_path):
     outside `main` (evaluate's own finding is another flow)."""
     (tmp_path / "job.py").write_text(NEXT_LINES)
     (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
-    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "job.py")
+    # the next line's fix (device= on torch.randn) is unsafe: the GPU's generator
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "job.py")
     err = result.stderr.decode()
     assert result.returncode == 0, err
     assert "next: FDV102 [factory-device] [*]" in err and "(line 10)" in err
@@ -624,10 +641,11 @@ def test_apply_says_what_remains_in_the_same_function_and_exits_1(tmp_path):
     code = NEXT_LINES.replace("    out = net(x)\n", "    out = net(x) + torch.zeros(3, 2)\n")
     code = code.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "\n")  # no device in reach
     (tmp_path / "job.py").write_text(code)
-    plain = fixdev_in(tmp_path, "--no-cache", "--check", "--output-format", "concise", "job.py").stdout.decode()
+    # --unsafe-fixes throughout: x's fix (device= on torch.randn) is unsafe; the zeros has no fix either way
+    plain = fixdev_in(tmp_path, "--no-cache", "--check", "--unsafe-fixes", "--output-format", "concise", "job.py").stdout.decode()
     assert "job.py:11:20: FDV102 Tensor made on the CPU" in plain and "[*]" not in plain.split("job.py:11:20")[1].splitlines()[0]
     (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
-    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "job.py")
+    result = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "job.py")
     err = result.stderr.decode()
     assert result.returncode == 1, err
     assert "1 fixed in 1 file" in err and "1 finding of a value on the wrong device remains in the failing lines' functions after the fix" in err
@@ -646,7 +664,7 @@ def test_quiet_apply_prints_only_what_is_left(tmp_path):
     code = NEXT_LINES.replace("    out = net(x)\n", "    out = net(x) + torch.zeros(3, 2)\n")
     (tmp_path / "job.py").write_text(code.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n', "\n"))
     (tmp_path / "error.log").write_text(_cuda_log("job.py", 9, "net.cuda()"))
-    left = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "-q", "job.py")
+    left = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "-q", "job.py")  # x's fix is unsafe
     lines = left.stderr.decode().splitlines()
     assert left.returncode == 1 and left.stdout == b""
     assert len(lines) == 1 and re.match(r"^job\.py:12:\d+: FDV102 ", lines[0]), lines
@@ -685,12 +703,13 @@ def test_a_notebook_saved_with_cleared_outputs_maps_by_the_line(tmp_path):
     notebook = case / "explore.ipynb"
     cleared = _cleared(notebook)
     notebook.write_text(cleared)
-    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "explore.ipynb")
+    # the cell's fix (device= on torch.randn) is unsafe: it draws from the GPU's generator
+    result = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--diff", "--unsafe-fixes", "explore.ipynb")
     err = result.stderr.decode()
     assert result.returncode == 1, err
     assert "explore.ipynb:cell 4:2: RuntimeError" in err and "fix: FDV102 [factory-device]" in err
     assert result.stdout.decode().startswith("--- a/explore.ipynb:cell 4\n")
-    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "explore.ipynb")
+    applied = fixdev_in(case, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "explore.ipynb")
     assert applied.returncode == 0, applied.stderr.decode()
     assert "".join(json.loads(notebook.read_text())["cells"][3]["source"]).startswith("x = torch.randn(4, 10, device=device)\n")
 

@@ -47,6 +47,7 @@ class _FileFix:
     applied: list[Finding] = field(default_factory=list)
     error: str | None = None
     remaining: list[Finding] = field(default_factory=list)  # in the fixed text, in the failing lines' functions
+    unsafe_fixes: bool = False  # the file's settings apply unsafe fixes (what [*] marks)
 
 
 class Run:
@@ -82,7 +83,7 @@ class Run:
         from fixdev.engine.registry import SelectionError
         from fixdev.files.runner import engine_for, settings_for
 
-        error, findings, data, source, text = None, [], b"", None, ""
+        error, findings, data, source, text, unsafe = None, [], b"", None, "", False
         try:
             data = path.read_bytes()
             if is_notebook(path):  # the engine reads the program its code cells make, as for --apply nb.ipynb
@@ -93,7 +94,9 @@ class Run:
             else:
                 source = Source.decode(data)
                 text = source.text
-            findings = engine_for(settings_for(path, self.overrides), path).lint(text, self.project.for_file(path))
+            settings = settings_for(path, self.overrides)
+            unsafe = settings.unsafe_fixes
+            findings = engine_for(settings, path).lint(text, self.project.for_file(path))
         except OSError as exc:
             error = f"cannot read: {exc.strerror or exc}"
         except (SourceError, ConfigError, SelectionError, FixConflictError) as exc:
@@ -103,7 +106,7 @@ class Run:
         except Exception as exc:  # a bug in a rule costs this file, not the run
             error = f"internal error, file left unchanged ({type(exc).__name__}: {exc}); please report it"
         facts = FileFacts(path, text, source, findings, FileFlow(text, project=self.project.for_file(path)), LineIndex(text), error)
-        self.files[path] = _FileFix(facts, data)
+        self.files[path] = _FileFix(facts, data, unsafe_fixes=unsafe)
         return facts
 
     def _load_told(self, path: Path, told: tuple) -> FileFacts:
@@ -134,7 +137,8 @@ class Run:
             if item.path is not None and item.findings:
                 entry = self.files[item.path]
                 # what fails next in the same function rides with a fix of the error, never alone
-                also = item.also if any(f.fix for f in item.findings) else []
+                # (an unsafe fix left out without --unsafe-fixes is no fix here)
+                also = item.also if any(_applicable(self, item.path, f) for f in item.findings) else []
                 entry.kept.extend(f for f in [*item.findings, *also] if f not in entry.kept)
                 told.setdefault(item.path, []).extend(t for t in item.told if t not in told.get(item.path, ()))
         for path, entry in self.files.items():
@@ -240,9 +244,22 @@ def _consistent(told: Sequence[tuple]) -> list[tuple]:
     return [item for item in told if len(places[tuple(item[0])]) == 1]
 
 
-def _finding_words(facts: FileFacts, finding: Finding) -> str:
+def _applicable(run: "Run", path: Path | None, finding: Finding) -> bool:
+    """Whether the run applies the finding's fix: a safe one, or an unsafe one
+    where the file's settings (or --unsafe-fixes) enable them, as the engine
+    decides (``output.applicable`` for the file's settings)."""
+    entry = run.files.get(path) if path is not None else None
+    return finding.fix is not None and (finding.fix.safe or bool(entry and entry.unsafe_fixes))
+
+
+def _finding_words(facts: FileFacts, finding: Finding, applicable: bool = True) -> str:
+    # [*] marks a fix --apply applies, as for files: an unsafe fix without
+    # --unsafe-fixes is named but not applied (it was marked, and counted as
+    # fixed, while --apply left it out)
     what = finding.fix.message if finding.fix is not None else finding.message
-    return f"{finding.code} [{finding.name}]{' [*]' if finding.fix else ''} {what} ({_line_words(facts.path, facts.text, facts.line_of(finding.start))})"
+    mark = " [*]" if finding.fix and applicable else ""
+    unsafe = " (unsafe fix: applied with --unsafe-fixes)" if finding.fix and not applicable else ""
+    return f"{finding.code} [{finding.name}]{mark} {what}{unsafe} ({_line_words(facts.path, facts.text, facts.line_of(finding.start))})"
 
 
 def _cell_row(path: Path, text: str, line: int) -> tuple[int | None, int]:
@@ -307,9 +324,9 @@ def render_full(item: Explained, run: Run) -> str:
     fixes = [f for f in item.findings if f.fix is not None]
     if facts is not None:
         for finding in item.findings:
-            out.append(f"  {'fix' if finding.fix else 'finding'}: {_finding_words(facts, finding)}")
+            out.append(f"  {'fix' if finding.fix else 'finding'}: {_finding_words(facts, finding, _applicable(run, item.path, finding))}")
         for finding in item.also:
-            out.append(f"  next: {_finding_words(facts, finding)}")
+            out.append(f"  next: {_finding_words(facts, finding, _applicable(run, item.path, finding))}")
     if not fixes and item.change and item.status not in ("stale", "error", "ambiguous"):
         out.append(f"  change: {item.change}")
     return "\n".join(out) + "\n\n"
@@ -455,7 +472,9 @@ def _next_words(item: Explained, job: "Run") -> str:
 def _summary(explained: Sequence[Explained], job: Run, mode: str, source: str, remaining: Sequence[Finding] = ()) -> str:
     n = len(explained)
     fixed_files = sum(1 for entry in job.files.values() if entry.fixed is not None)
-    with_fix = sum(1 for item in explained if item.status in ("fixable", "fixed"))
+    # an error whose fixes are all unsafe, without --unsafe-fixes, is not fixed by --apply
+    hidden = [item for item in explained if item.status == "fixable" and not any(_applicable(job, item.path, f) for f in item.findings)]
+    with_fix = sum(1 for item in explained if item.status in ("fixable", "fixed")) - len(hidden)
     failed = sum(1 for item in explained if item.status in ("stale", "error", "ambiguous"))
     errors = "1 device error" if n == 1 else f"{n} device errors"
     verb = {"check": "fixable with --apply", "diff": "would be fixed", "apply": "fixed"}[mode]
@@ -464,4 +483,6 @@ def _summary(explained: Sequence[Explained], job: Run, mode: str, source: str, r
     if remaining:
         left = len(remaining)
         tail += f"; {left} finding{'s' if left != 1 else ''} of a value on the wrong device remain{'s' if left == 1 else ''} in the failing lines' functions after the fix (see fixdev --check)"
-    return f"{errors} in {source}: {with_fix} {verb}{files}; {n - with_fix - failed} without a fix{tail}."
+    if hidden:
+        tail += f"; {len(hidden)} with only unsafe fixes, applied with --unsafe-fixes"
+    return f"{errors} in {source}: {with_fix} {verb}{files}; {n - with_fix - failed - len(hidden)} without a fix{tail}."
