@@ -241,3 +241,34 @@ def test_loaders_another_file_returns_yield_host_batches(tmp_path, fixdev):
     assert (tmp_path / "main.py").read_text() == MAIN.replace(
         "for images, labels in train_loader:\n", "for images, labels in train_loader:\n    images, labels = images.to(device), labels.to(device)\n"
     )
+
+
+# A helper file that runs statements (a script's shape) and names no device:
+# its tensor parameter meets a factory. Device-relative fixes are made in files
+# that meet devices; a file other files import is a library, whose callers
+# choose devices; alone, it is a script that runs on the CPU only.
+HELPERS = """\
+import torch
+
+
+def add_bias(x):
+    return x + torch.zeros(x.size(-1))
+
+
+print("helpers loaded")
+"""
+USER = "from helpers import add_bias\n"
+
+
+def test_a_file_others_import_meets_devices_through_them(tmp_path, fixdev):
+    work = project(tmp_path / "work", {"helpers.py": HELPERS, "user.py": USER})
+    cache = tmp_path / "cache"
+
+    def run(*paths: str) -> list[str]:
+        found = fixdev("--check", "--output-format", "concise", "--select", "FDV102", *paths, cwd=work, env={"FIXDEV_CACHE_DIR": str(cache)})
+        return concise(found)
+
+    assert [line.split(": ")[0] for line in run(".")] == ["helpers.py:5:16"]
+    assert run("helpers.py") == [], "alone, a script that runs on the CPU only"
+    (work / "user.py").write_text("import torch\n")
+    assert run(".") == [], "nobody imports it now: the cached result is made again"

@@ -50,6 +50,10 @@ _MAX_DEPTH = 3  # nesting of batches kept in a fact
 _MAX_REEXPORTS = 3  # `from .loader import load_batch` in a package's __init__, followed this far
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 _AMBIGUOUS = object()
+# `import a.b, c` and `from a.b import c, d`: every name on the line, dots and commas aside
+_IMPORT_LINE = re.compile(r"^[ \t]*((?:from[ \t]+[.\w]+[ \t]+)?import[ \t]+[^\n#;]+)", re.MULTILINE)
+# FileFacts' question for `is_library` (not a module's name: it holds a space)
+LIBRARY_QUESTION = "is imported"
 
 
 class Project:
@@ -70,6 +74,7 @@ class Project:
         self._packages = packages
         self._facts: dict[tuple, tuple | None] = {}
         self._summaries: dict[str, _Summary] = {}
+        self._imports: dict[str, frozenset] | None = None
 
     def __getstate__(self) -> dict:
         # Workers get the index only: the facts are made (or read) again where asked.
@@ -77,10 +82,30 @@ class Project:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._facts, self._summaries = {}, {}
+        self._facts, self._summaries, self._imports = {}, {}, None
 
     def for_file(self, path: Path) -> "FileFacts":
         return FileFacts(self, _normal(path))
+
+    def is_library(self, path: str) -> bool:
+        """Whether ``path`` is a module others import: one of a package, or one
+        whose name an import in another file of the run names (each file's
+        imports read once, with a regular expression, only when asked)."""
+        if self._in_package(os.path.dirname(path)):
+            return True
+        if self._imports is None:
+            self._imports = {}
+            for other in self.files:
+                try:
+                    text = Path(other).read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                names: set[str] = set()
+                for match in _IMPORT_LINE.finditer(text):
+                    names.update(_IDENTIFIER.findall(match.group(1)))
+                self._imports[other] = frozenset(names)
+        stem = os.path.basename(path)[:-3]
+        return any(stem in names for other, names in self._imports.items() if other != path)
 
     # -- answers ---------------------------------------------------------------------
 
@@ -228,10 +253,18 @@ class FileFacts:
     def fact(self, name: str) -> tuple | None:
         if name not in self._asked:
             try:
-                self._asked[name] = self.project.answer(name, self.path)
+                if name == LIBRARY_QUESTION:
+                    self._asked[name] = (self.project.is_library(self.path),)
+                else:
+                    self._asked[name] = self.project.answer(name, self.path)
             except RecursionError:
                 self._asked[name] = None
         return self._asked[name]
+
+    def is_library(self) -> bool:
+        """Whether other files import this one (``Project.is_library``); kept
+        with the answers, so a cached result is made again when that changes."""
+        return self.fact(LIBRARY_QUESTION) == (True,)
 
     def call(self, name: str, node: ast.Call) -> "Value | None":
         """The value a call of ``name`` returns, made at ``node``; None when unknown."""

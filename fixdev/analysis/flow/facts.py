@@ -17,6 +17,7 @@ from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.syntax import chain_of, root_of, ast_walk
 from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
 from fixdev.analysis.flow.classes import ClassFacts, naming
+from fixdev.analysis.flow import evidence
 
 
 class Evidence:
@@ -513,6 +514,8 @@ class FileFlow:
         function = scope.node
         if what is What.UNKNOWN and (name in DEVICE_NAMES or name.endswith("_device")):
             what = What.DEVICE
+        if what is What.UNKNOWN and name in self.evidenced_tensors(scope):
+            what = What.TENSOR  # wherever the caller's tensor lives: SameAs(name)
         if what is What.DEVICE:
             return Value(What.DEVICE, frozenset({(Device(name, function), arg)}))
         if what is What.LOADER:
@@ -526,6 +529,20 @@ class FileFlow:
             return Value(What.MODULE, same, frozenset({arg}))
         return Value(what, same)
 
+
+    def evidenced_tensors(self, scope: Scope) -> frozenset:
+        """The parameters the function's code shows are tensors (``evidence``)."""
+        key = ("tensor evidence", scope.node)
+        if key not in self.cache:
+            self.cache[key] = evidence.tensor_parameters(self, scope)
+        return self.cache[key]
+
+    def meets_devices(self) -> bool:
+        """Whether the file's code may meet devices (``evidence.meets_devices``)."""
+        key = ("meets devices",)
+        if key not in self.cache:
+            self.cache[key] = evidence.meets_devices(self)
+        return self.cache[key]
 
     def mentions(self) -> "Mentions | None":
         if self._mention_index is None and self.text is not None:

@@ -195,6 +195,19 @@ TENSOR_USE = frozenset(
         "tril triu type_as uniform_ unbind unflatten unsqueeze var view view_as where numpy tolist item"
     ).split()
 )
+# What only a tensor has, among the values code handles (not NumPy arrays,
+# whose 2.x API shares view, reshape, T, shape, device; not modules, which
+# share to, cuda, float, half): a parameter used so is a tensor.
+TENSOR_ONLY_METHODS = frozenset(
+    (
+        "size dim ndimension numel unsqueeze unsqueeze_ permute contiguous detach detach_ masked_fill masked_fill_ "
+        "expand expand_as view_as reshape_as type_as new_zeros new_ones new_full new_empty new_tensor index_select "
+        "scatter scatter_ scatter_add scatter_add_ gather narrow element_size softmax log_softmax sigmoid relu "
+        "clamp clamp_ unbind long int bool byte t numpy backward is_floating_point get_device pin_memory topk "
+        "masked_select bmm mm repeat_interleave exp log sqrt rsqrt norm"
+    ).split()
+)
+TENSOR_ONLY_ATTRIBUTES = frozenset("is_cuda grad grad_fn requires_grad is_leaf".split())
 # Owners of a `.device` attribute that are configuration, not tensors.
 CONFIG_NAMES = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "hp", "params", "settings", "options", "flags", "FLAGS", "hyperparams"})
 BUILTIN_NAMES = frozenset(dir(builtins))
