@@ -230,6 +230,8 @@ WHERE = [
     ("def f(x):\n    return x.view(-1), x.reshape(3), x.T, x.shape, x.device\n#^ x", "unknown SameAs(x)"),
     ("def f(x):\n    return torch.cat([x[0]])\n#^ x", "unknown SameAs(x)"),
     ("def f(x):\n    return torch.tensor(x), torch.zeros(x)\n#^ x", "unknown SameAs(x)"),
+    # an attribute a method of a plain class shows is a tensor, given to the constructor
+    ("class S:\n    def __init__(self, A):\n        self.A = A\n    def n(self):\n        a = self.A\n#^ a\n        return a.size(0) + self.A.dim()\n", "tensor SameAs(self.A)"),
     # bound again before the use: the use shows what the new value is
     ("def f(x):\n    x = g(x)\n    return x.dim()\ndef g(v):\n    return v\n#^ v", "unknown SameAs(v)"),
 ]
@@ -911,6 +913,15 @@ SINKS += [
     ("def f(x):\n    y = x.unsqueeze(0)\n    x = None\n    return y * torch.ones(3)\n", []),
     # a 0-dim host tensor combines with any tensor
     ("def f(x):\n    return x.unsqueeze(0) * torch.tensor(2.0)\n", []),
+    # a plain class given its tensors: a method shows self.A is one
+    (
+        "class S:\n    def __init__(self, A):\n        self.A = A\n    def step(self):\n        x = torch.zeros(self.A.size(1))\n        return self.A @ x\n",
+        ["relative x from torch.zeros(self.A.size(1)) -> self.A.device"],
+    ),
+    # ... and without that evidence, nothing
+    ("class S:\n    def __init__(self, A):\n        self.A = A\n    def step(self):\n        return self.A @ torch.zeros(3)\n", []),
+    # einsum's operands follow its equation
+    ("def f(h):\n    c = torch.einsum('ki,kj->ij', h, h)\n    return c + torch.eye(3)\n", ["relative torch.eye(3) from torch.eye(3) -> h.device"]),
     # a script run on the CPU only: nothing moves, nothing names a device
     ("def f(x):\n    return x.unsqueeze(0) * torch.ones(3)\nprint(f(load()))\n", []),
     # the same script once it names a device

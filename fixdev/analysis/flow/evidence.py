@@ -24,7 +24,7 @@ from fixdev.analysis.flow.vocabulary import (
 )
 
 # torch.* whose first argument need not be a tensor: they make one from data or sizes.
-_NOT_TENSOR_FIRST = TENSOR_FACTORIES | DATA_FACTORIES | LIKE_FACTORIES | NOT_OPERATIONS | frozenset({"torch.einsum"})
+_NOT_TENSOR_FIRST = TENSOR_FACTORIES | DATA_FACTORIES | LIKE_FACTORIES | NOT_OPERATIONS
 
 
 def tensor_parameters(flow, scope) -> frozenset:
@@ -45,28 +45,53 @@ def tensor_parameters(flow, scope) -> frozenset:
     first_use: dict[str, tuple] = {}
     first_store: dict[str, tuple] = {}
     for node in ast_walk(function):
-        kind = type(node)
-        used = None
-        if kind is ast.Name:
+        if type(node) is ast.Name:
             if node.id in names and type(node.ctx) is not ast.Load:
                 _earliest(first_store, node.id, node)
             continue
-        if kind is ast.Attribute:
-            if type(node.value) is ast.Name and node.value.id in names and node.attr in TENSOR_ONLY_ATTRIBUTES:
-                used = [node.value]
-        elif kind is ast.Call:
-            func = node.func
-            if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS and type(func.value) is ast.Name and func.value.id in names:
-                used = [func.value]
-            elif node.args and type(func) in (ast.Name, ast.Attribute):
-                first = node.args[0]
-                firsts = first.elts if type(first) in (ast.List, ast.Tuple) else (first,)
-                used = [name for name in map(_sliced_name, firsts) if name is not None and name.id in names]
-                if used and not _takes_tensors(flow, func, scope):
-                    used = None
-        for name in used or ():
-            _earliest(first_use, name.id, name)
+        for used in _tensor_uses(flow, node, scope):
+            if type(used) is ast.Name and used.id in names:
+                _earliest(first_use, used.id, used)
     return frozenset(name for name, at in first_use.items() if at < first_store.get(name, (1 << 30, 0)))
+
+
+def tensor_attributes(flow, cls: ast.ClassDef) -> frozenset:
+    """The attributes ``self.X`` some method of ``cls`` shows are tensors, as
+    ``tensor_parameters`` reads them (``self.A.size(1)``, ``torch.cat([self.buf, x])``)."""
+    info = flow.index.classes.get(cls)
+    found = set()
+    for method in info.methods.values() if info is not None else ():
+        scope = flow.index.scopes[method]
+        if not scope.self_name:
+            continue
+        for node in ast_walk(method):
+            for used in _tensor_uses(flow, node, scope):
+                if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
+                    found.add(used.attr)
+    return frozenset(found)
+
+
+def _tensor_uses(flow, node: ast.AST, scope) -> list:
+    """The expressions ``node`` shows are tensors: the receiver of a method
+    or attribute only tensors have, the first arguments of a torch operation."""
+    kind = type(node)
+    if kind is ast.Attribute:
+        return [node.value] if node.attr in TENSOR_ONLY_ATTRIBUTES else []
+    if kind is not ast.Call:
+        return []
+    func = node.func
+    # `torch.exp(x)` gives `torch` here, which is no parameter or attribute
+    found = [func.value] if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS else []
+    if node.args and type(func) in (ast.Name, ast.Attribute):
+        first = node.args[0]
+        if type(first) is ast.Constant and type(first.value) is str:
+            firsts = node.args[1:]  # torch.einsum("ij,jk->ik", a, b): the operands follow the equation
+        else:
+            firsts = first.elts if type(first) in (ast.List, ast.Tuple) else (first,)
+        used = [e for e in map(_unsliced, firsts) if e is not None]
+        if used and _takes_tensors(flow, func, scope):
+            found += used
+    return found
 
 
 def _earliest(found: dict, name: str, node: ast.AST) -> None:
@@ -75,14 +100,15 @@ def _earliest(found: dict, name: str, node: ast.AST) -> None:
         found[name] = at
 
 
-def _sliced_name(node: ast.AST) -> ast.Name | None:
-    """``x`` of ``x`` or of ``x[:, :-1]`` (a slice in more than one dimension
-    is an array's, and an array torch rejects: a tensor's)."""
-    if type(node) is ast.Name:
-        return node
-    if type(node) is ast.Subscript and type(node.value) is ast.Name and type(node.slice) is ast.Tuple:
+def _unsliced(node: ast.AST) -> ast.AST | None:
+    """``x`` (a name or ``self.x``) of ``x`` or of ``x[:, :-1]`` (a slice in
+    more than one dimension is an array's, and an array torch rejects: a
+    tensor's); None for other expressions."""
+    if type(node) is ast.Subscript and type(node.slice) is ast.Tuple:
         if any(type(e) is ast.Slice or (type(e) is ast.Constant and e.value is Ellipsis) for e in node.slice.elts):
-            return node.value
+            node = node.value
+    if type(node) is ast.Name or (type(node) is ast.Attribute and type(node.value) is ast.Name):
+        return node
     return None
 
 
@@ -119,7 +145,10 @@ def relative_device(run, host: Value, other: Value, state: dict) -> str | None:
     if placement.home is scope.node:
         if text not in run.flow.evidenced_tensors(scope):
             return None
-    elif placement.home is None or placement.home is not scope.cls:
+    elif placement.home is not None and placement.home is scope.cls and scope.self_name == "self" and text.startswith("self."):
+        if text[5:] not in run.flow.evidenced_attributes(scope.cls):
+            return None
+    else:
         return None  # named from another scope: not a name here
     held = state.get(text)
     if held is None and "." not in text:

@@ -537,6 +537,13 @@ class FileFlow:
             self.cache[key] = evidence.tensor_parameters(self, scope)
         return self.cache[key]
 
+    def evidenced_attributes(self, cls: ast.ClassDef) -> frozenset:
+        """The attributes ``self.X`` the class's methods show are tensors (``evidence``)."""
+        key = ("attribute evidence", cls)
+        if key not in self.cache:
+            self.cache[key] = evidence.tensor_attributes(self, cls)
+        return self.cache[key]
+
     def meets_devices(self) -> bool:
         """Whether the file's code may meet devices (``evidence.meets_devices``)."""
         key = ("meets devices",)
