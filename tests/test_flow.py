@@ -229,6 +229,7 @@ WHERE = [
     # NumPy 2 arrays share these; a list's first item is no slice of a tensor
     ("def f(x):\n    return x.view(-1), x.reshape(3), x.T, x.shape, x.device\n#^ x", "unknown SameAs(x)"),
     ("def f(x):\n    return torch.cat([x[0]])\n#^ x", "unknown SameAs(x)"),
+    ("def f(x):\n    return torch.pow(x, torch.ones(3)), torch.mul(x, 2)\n#^ x", "unknown SameAs(x)"),  # torch.pow(2.0, t) works
     ("def f(x):\n    return torch.tensor(x), torch.zeros(x)\n#^ x", "unknown SameAs(x)"),
     # an attribute a method of a plain class shows is a tensor, given to the constructor
     ("class S:\n    def __init__(self, A):\n        self.A = A\n    def n(self):\n        a = self.A\n#^ a\n        return a.size(0) + self.A.dim()\n", "tensor SameAs(self.A)"),

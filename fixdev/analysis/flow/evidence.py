@@ -17,14 +17,16 @@ from fixdev.analysis.flow.vocabulary import (
     LIKE_FACTORIES,
     NOT_OPERATION_PREFIXES,
     NOT_OPERATIONS,
+    NUMBER_FIRST_OPERATIONS,
     TENSOR_FACTORIES,
     TENSOR_ONLY_ATTRIBUTES,
     TENSOR_ONLY_METHODS,
     is_torch_module_class,
 )
 
-# torch.* whose first argument need not be a tensor: they make one from data or sizes.
-_NOT_TENSOR_FIRST = TENSOR_FACTORIES | DATA_FACTORIES | LIKE_FACTORIES | NOT_OPERATIONS
+# torch.* whose first argument need not be a tensor: they make one from data
+# or sizes, or take a number there (`torch.pow(2.0, t)`).
+_NOT_TENSOR_FIRST = TENSOR_FACTORIES | DATA_FACTORIES | LIKE_FACTORIES | NOT_OPERATIONS | NUMBER_FIRST_OPERATIONS
 
 
 def tensor_parameters(flow, scope) -> frozenset:

@@ -86,7 +86,8 @@ class FileFlow:
                 tree = ast.Module(body=[], type_ignores=[])
                 self.parsed = False
         self.tree = tree
-        self.index = FileIndex(tree, self.text[self._bom :] if self.text is not None else None)
+        module_base = getattr(self.project, "is_module_class", None)  # a base class another file of the run defines
+        self.index = FileIndex(tree, self.text[self._bom :] if self.text is not None else None, module_base)
         self.classes = ClassFacts(self)
         self.cache: dict[tuple, object] = {}
         self._active: list[tuple] = []

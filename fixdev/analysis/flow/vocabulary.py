@@ -146,6 +146,17 @@ LIGHTNING_MODULES = frozenset(
         "lightning.pytorch.core.module.LightningModule",
     }
 )
+# Libraries' nn.Module base classes, besides torch.nn's and Lightning's.
+LIBRARY_MODULE_BASES = frozenset(
+    {
+        "diffusers.ModelMixin",
+        "diffusers.models.modeling_utils.ModelMixin",
+        "torch_geometric.nn.MessagePassing",
+        "torch_geometric.nn.conv.MessagePassing",
+        "timm.models.layers.DropPath",
+        "timm.layers.DropPath",
+    }
+)
 # Module bases whose instances have a `device` property.
 DEVICE_PROPERTY_BASES = LIGHTNING_MODULES | frozenset({"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"})
 DATA_LOADERS = frozenset(
@@ -207,6 +218,12 @@ TENSOR_ONLY_METHODS = frozenset(
         "masked_select bmm mm repeat_interleave exp log sqrt rsqrt norm"
     ).split()
 )
+# torch.* that take a Python number as their first argument too (torch 2.13:
+# every torch function tried with a number first and a tensor second).
+NUMBER_FIRST_OPERATIONS = _torch(
+    "add bucketize div divide float_power floor_divide isin mul multiply normal polygamma pow remainder sub subtract "
+    "true_divide xlogy sym_sum"
+)
 TENSOR_ONLY_ATTRIBUTES = frozenset("is_cuda grad grad_fn requires_grad is_leaf".split())
 # Owners of a `.device` attribute that are configuration, not tensors.
 CONFIG_NAMES = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "hp", "params", "settings", "options", "flags", "FLAGS", "hyperparams"})
@@ -221,7 +238,7 @@ def is_torch_module_class(name: str) -> bool:
     """``torch.nn.Linear``, ``torch.nn.modules.conv.Conv2d``: an nn.Module class."""
     if name in NOT_MODULES:
         return False
-    if name == "torch.nn.Module" or name in LIGHTNING_MODULES or name in DEVICE_PROPERTY_BASES:
+    if name == "torch.nn.Module" or name in LIGHTNING_MODULES or name in DEVICE_PROPERTY_BASES or name in LIBRARY_MODULE_BASES:
         return True
     parts = name.split(".")
     if parts[:2] != ["torch", "nn"] or not parts[-1][:1].isupper():
