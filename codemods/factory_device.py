@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -27,6 +28,8 @@ RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm"})
 # ("relative": its own device is right wherever it lives).
 SINK_KINDS = ("module-input", "operand", "relative")
 RELATIVE_MESSAGE = "Tensor made on the CPU meets a tensor that may live on a device; pass `device=` from that tensor"
+# What code that may meet a device holds (a class: perhaps a module's methods).
+DEVICE_CODE = re.compile(r"\bclass\b|\.(?:to|cuda)\s*\(|device")
 MAX_HOPS = 4  # local variables followed from a factory to where it is used
 # Methods that take a tensor from any device: buffer.copy_(cpu_tensor) is legal.
 CROSS_DEVICE_METHODS = frozenset({"copy_"})
@@ -117,7 +120,7 @@ class FactoryDevice(Rule):
     group = "mismatch"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
     # the fast one first; `def`: a function's tensor parameter met by a factory (a "relative" sink)
-    trigger = (r"\bclass\b|\bdef\b|\.(?:to|cuda)\s*\(|device", analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(")
+    trigger = (DEVICE_CODE.pattern + r"|\bdef\b", analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(")
 
     @classmethod
     def screen(cls, screening) -> bool:
@@ -125,6 +128,13 @@ class FactoryDevice(Rule):
         ``visit_Call``: a factory without ``device=`` beside a call given
         ``device=``, or in a method other than ``__init__`` where it meets a
         tensor on the module's device (names as written, as the trigger reads them)."""
+        if not DEVICE_CODE.search(screening.text):
+            # only `def` matched the trigger: nothing names a device, so a
+            # relative sink is all there may be; it needs a tensor parameter
+            # and a file that meets devices, which cost a walk, not a run
+            flow = analysis.flow_for(screening)
+            scopes = flow.index.scopes.values()
+            return flow.meets_devices() and any(scope.kind == "function" and flow.evidenced_tensors(scope) for scope in scopes) and analysis.has_sink(screening, "relative")
         if analysis.has_sink(screening, *SINK_KINDS):
             return True
         flow = analysis.flow_for(screening)
