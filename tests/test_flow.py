@@ -923,6 +923,14 @@ SINKS += [
     ("class S:\n    def __init__(self, A):\n        self.A = A\n    def step(self):\n        return self.A @ torch.zeros(3)\n", []),
     # einsum's operands follow its equation
     ("def f(h):\n    c = torch.einsum('ki,kj->ij', h, h)\n    return c + torch.eye(3)\n", ["relative torch.eye(3) from torch.eye(3) -> h.device"]),
+    # made by torch from values nothing places: a tensor, named where it was bound once
+    (
+        "class P:\n    def cov(self):\n        c = torch.einsum('ik,kl->il', self.h, self.p)\n        return c + torch.eye(3)\n",
+        ["relative torch.eye(3) from torch.eye(3) -> c.device"],
+    ),
+    # bound twice, or by a method NumPy shares: no such name
+    ("class P:\n    def cov(self):\n        c = torch.einsum('ik,kl->il', self.h, self.p)\n        c = c.mean()\n        return c + torch.eye(3)\n", []),
+    ("class P:\n    def cov(self):\n        c = self.h.reshape(3)\n        return c + torch.eye(3)\n", []),
     # a script run on the CPU only: nothing moves, nothing names a device
     ("def f(x):\n    return x.unsqueeze(0) * torch.ones(3)\nprint(f(load()))\n", []),
     # the same script once it names a device

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ast
 
-from fixdev.analysis.flow.lattice import HOST, Device, SameAs, Value, What, ZERO_DIM
-from fixdev.analysis.flow.syntax import ast_walk
+from fixdev.analysis.flow.lattice import HOST, UNKNOWN, Device, SameAs, Value, What, ZERO_DIM
+from fixdev.analysis.flow.syntax import ast_statements, ast_walk
 from fixdev.analysis.flow.vocabulary import (
     DATA_FACTORIES,
     LIKE_FACTORIES,
@@ -123,18 +123,36 @@ def _takes_tensors(flow, func: ast.AST, scope) -> bool:
     return not is_torch_module_class(name) and "._" not in name
 
 
-def relative_device(run, host: Value, other: Value, state: dict) -> str | None:
+def torch_results(flow, scope) -> frozenset:
+    """Local names of a function bound once, by an assignment of a ``torch``
+    operation's result (``cov = torch.einsum(...)``): tensors, made by torch."""
+    found = set()
+    for statement in ast_statements(scope.node.body, enter=lambda s: type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if type(statement) is ast.Assign and len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name:
+            name, value = statement.targets[0].id, statement.value
+            if scope.counts.get(name) == 1 and type(value) is ast.Call and _takes_tensors(flow, value.func, scope):
+                found.add(name)
+    return frozenset(found)
+
+
+def relative_device(run, host: Value, other: Value, state: dict, other_node: ast.AST | None = None) -> str | None:
     """For a host tensor (a factory's, say) meeting ``other``, a tensor whose
     place the code does not show: the text of ``other``'s device, valid where
     ``other`` is met (``x.device``), when ``other`` is wherever one
-    parameter or ``self`` attribute is and that name still holds it here, and
-    the file meets devices. Else None."""
+    parameter or ``self`` attribute is and that name still holds it here, or
+    is a local name bound once to a torch operation's result; and the file
+    meets devices. Else None."""
     if host.what is not What.TENSOR or host.flags & ZERO_DIM or other.what is not What.TENSOR:
         return None
     placements = {p for p, _ in other.places}
     if len(placements) != 1:
         return None
     placement = placements.pop()
+    if placement is UNKNOWN and type(other_node) is ast.Name and not any(p is UNKNOWN or type(p) is Device for p, _ in host.places):
+        # `cov = torch.einsum(...)`, then `cov + torch.eye(n)`: right after cov is made (FDV102 checks)
+        if any(p is HOST for p, _ in host.places) and other_node.id in run.flow.torch_results(run.scope) and run.flow.meets_devices():
+            return f"{other_node.id}.device"
+        return None
     if type(placement) is not SameAs:
         return None
     # the host side: made on the host, perhaps mixed with values the code does

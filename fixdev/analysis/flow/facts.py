@@ -545,6 +545,13 @@ class FileFlow:
             self.cache[key] = evidence.tensor_attributes(self, cls)
         return self.cache[key]
 
+    def torch_results(self, scope: Scope) -> frozenset:
+        """Locals bound once to a torch operation's result (``evidence``)."""
+        key = ("torch results", scope.node)
+        if key not in self.cache:
+            self.cache[key] = evidence.torch_results(self, scope) if scope.kind == "function" else frozenset()
+        return self.cache[key]
+
     def meets_devices(self) -> bool:
         """Whether the file's code may meet devices (``evidence.meets_devices``)."""
         key = ("meets devices",)

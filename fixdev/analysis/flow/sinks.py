@@ -82,7 +82,7 @@ def meet(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_
         sink(run, kind, node, host_node, host, device_node, device, state)
         return True
     if run.record and device.what is What.TENSOR and host.what in TENSORISH:
-        relative = evidence.relative_device(run, host, device, state)
+        relative = evidence.relative_device(run, host, device, state, device_node)
         if relative is not None:
             # a tensor whose place is not shown: its own device is right wherever it lives
             key = (node, host_node)
