@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -22,6 +23,13 @@ SHORT_NAMES = {name.split(".")[-1] for name in FACTORIES}
 # Factories that draw random numbers: with `device=` they draw from the
 # device's generator, so the same seed gives other values (an unsafe fix).
 RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm"})
+# Sinks this rule fixes: a host tensor meeting a device ("module-input",
+# "operand"), or meeting a tensor whose place the code does not show
+# ("relative": its own device is right wherever it lives).
+SINK_KINDS = ("module-input", "operand", "relative")
+RELATIVE_MESSAGE = "Tensor made on the CPU meets a tensor that may live on a device; pass `device=` from that tensor"
+# What code that may meet a device holds (a class: perhaps a module's methods).
+DEVICE_CODE = re.compile(r"\bclass\b|\.(?:to|cuda)\s*\(|device")
 MAX_HOPS = 4  # local variables followed from a factory to where it is used
 # Methods that take a tensor from any device: buffer.copy_(cpu_tensor) is legal.
 CROSS_DEVICE_METHODS = frozenset({"copy_"})
@@ -51,6 +59,16 @@ class FactoryDevice(Rule):
     directly or through variables and branches; it gets `device=` naming
     where the other side lives (`x.device`, the program's `device`), provided
     that name is bound where the factory runs.
+
+    Where the tensor it meets lives is not shown (a function's parameter, a
+    `self` attribute) but the code shows it is a tensor (a method only
+    tensors have, such as `x.size(...)`, `x.dim()`, `x.unsqueeze(...)`,
+    `x.permute(...)`; or passed first to a `torch` operation, as in
+    `torch.cat([x, ...])`), the factory gets `device=x.device`: the device
+    of the tensor it meets, right wherever that tensor lives (on the CPU it
+    changes nothing). This holds in files that meet devices: a library (a
+    module of a package, a file other files of the run import, a file that
+    only defines things) or code that names or moves to a device.
 
     Anywhere: a factory passed to a call beside factories of the same
     namespace that all name one device (`f(torch.tensor([i]),
@@ -89,15 +107,20 @@ class FactoryDevice(Rule):
     (`buffer.copy_(...)` takes a tensor from any device); in `__init__` (see
     `constant-buffer`); when the result never meets a device tensor, or where
     the other side lives is not known on every path (both move under the same
-    `if args.cuda:`, a function's parameter). When it does but no device is in
-    reach to name, the site is reported without a fix.
+    `if args.cuda:`, a function's parameter nothing shows is a tensor: `x + 1`,
+    `x.view(...)`, `x.reshape(...)`, `x.T`, `x.shape` and `x.device` work on
+    NumPy arrays too); in a script that runs on the CPU only (it names no
+    device, moves nothing, and no other file imports it). When it meets a
+    device but no device is in reach to name, the site is reported without a
+    fix.
     """
 
     code = "FDV102"
     name = "factory-device"
     group = "mismatch"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
-    trigger = (r"\bclass\b|\.(?:to|cuda)\s*\(|device", analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(")  # the fast one first
+    # the fast one first; `def`: a function's tensor parameter met by a factory (a "relative" sink)
+    trigger = (DEVICE_CODE.pattern + r"|\bdef\b", analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(")
 
     @classmethod
     def screen(cls, screening) -> bool:
@@ -105,7 +128,14 @@ class FactoryDevice(Rule):
         ``visit_Call``: a factory without ``device=`` beside a call given
         ``device=``, or in a method other than ``__init__`` where it meets a
         tensor on the module's device (names as written, as the trigger reads them)."""
-        if analysis.has_sink(screening, "module-input", "operand"):
+        if not DEVICE_CODE.search(screening.text):
+            # only `def` matched the trigger: nothing names a device, so a
+            # relative sink is all there may be; it needs a tensor parameter
+            # and a file that meets devices, which cost a walk, not a run
+            flow = analysis.flow_for(screening)
+            scopes = flow.index.scopes.values()
+            return flow.meets_devices() and any(scope.kind == "function" and flow.evidenced_tensors(scope) for scope in scopes) and analysis.has_sink(screening, "relative")
+        if analysis.has_sink(screening, *SINK_KINDS):
             return True
         flow = analysis.flow_for(screening)
         factories = analysis.calls_named(screening, *SHORT_NAMES, *ARRAY_API_FACTORIES)
@@ -133,12 +163,24 @@ class FactoryDevice(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3).to(x.device)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        n = torch.zeros(3)\n        return n.sum().item() + x.shape[0]\n",
         "import torch\ndef f(x):\n    return x + torch.zeros(3)\n",
+        # view, reshape and .T are NumPy arrays' too: nothing shows x is a tensor
+        "import torch\ndef f(x):\n    return x.view(-1) + x.reshape(3) * torch.zeros(3) + x.T\n",
+        # a script that runs on the CPU only
+        "import torch\ndef f(x):\n    return x.unsqueeze(0) + torch.zeros(3)\nprint(f(load()))\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x, scale):\n        return torch.ones(3) * scale\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def reset(self, x):\n        x.copy_(torch.zeros(3))\n",
         "import torch\ndef f(g, n, a, b):\n    return g(torch.tensor([n]), torch.zeros(n, device=a), torch.ones(n, device=b))\n",
         "def f(g, xp, n):\n    return g(xp.asarray([n]), xp.arange(n))\n",
     ]
     INVALID = [
+        Invalid(
+            "import torch\ndef add_bias(x):\n    return x + torch.zeros(x.size(-1))\n",
+            "import torch\ndef add_bias(x):\n    return x + torch.zeros(x.size(-1), device=x.device)\n",
+        ),
+        Invalid(
+            "import torch\ndef shifted(t):\n    return torch.cat([torch.ones(len(t), 1), t[:, :-1]], dim=1)\n",
+            "import torch\ndef shifted(t):\n    return torch.cat([torch.ones(len(t), 1, device=t.device), t[:, :-1]], dim=1)\n",
+        ),
         Invalid(
             "def ends(self, b):\n    return self.scanner.get(self.xp.asarray([b]), self.xp.arange(4, device=self.dev))\n",
             "def ends(self, b):\n    return self.scanner.get(self.xp.asarray([b], device=self.dev), self.xp.arange(4, device=self.dev))\n",
@@ -182,7 +224,7 @@ class FactoryDevice(Rule):
         facts = analysis.of(self)
         done: set[int] = set()
         for sink in flow.sinks():
-            if sink.kind not in ("module-input", "operand"):
+            if sink.kind not in SINK_KINDS:
                 continue
             for origin in sink.origins:
                 call = facts.call_at(*flow.span(origin)) if isinstance(origin, ast.Call) else None
@@ -199,6 +241,11 @@ class FactoryDevice(Rule):
                 done.add(id(call))
                 statement = facts.statement_of(call)
                 device = self._bound_device(facts, statement, sink.device)
+                if sink.kind == "relative":
+                    if device is not None:  # else the tensor it meets is not yet bound where it is made: silent
+                        new_call = analysis.with_keyword_argument(call, "device", device)
+                        self.report(call, RELATIVE_MESSAGE, fix=[self.replace(call, new_call)], fix_message=f"Add `device={device}`", unsafe=_draws(call))
+                    continue
                 if device is None:  # asked only now: it may interpret the function again
                     device = self._bound_device(facts, statement, flow.device_at(origin))
                 if device is None:

@@ -19,7 +19,7 @@ import pytest
 
 from fixdev.analysis.flow import HOST, UNKNOWN, Device, FileFlow, SameAs, What
 
-HEADER = "import torch\nimport torch.nn as nn\nimport numpy as np\nfrom torch.utils.data import DataLoader\n"
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport numpy as np\nfrom torch.utils.data import DataLoader\n"
 
 
 def prepare(snippet: str) -> str:
@@ -220,6 +220,21 @@ WHERE = [
     ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())", "tensor Device(t.device)"),
     ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())\nshow(torch.zeros(3))", "tensor Device(t.device)|Host"),
     ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())\ncallbacks = [show]", "unknown SameAs(t)"),
+    # what shows a parameter is a tensor, wherever it lives
+    ("def f(x):\n    return x.size(0)\n#^ x", "tensor SameAs(x)"),
+    ("def f(x):\n    return x.unsqueeze(1)\n#^ x", "tensor SameAs(x)"),
+    ("def f(x):\n    return torch.cat([x, x])\n#^ x", "tensor SameAs(x)"),
+    ("def f(x):\n    return torch.cat([x[:, 1:]])\n#^ x", "tensor SameAs(x)"),
+    ("def f(x):\n    return F.relu(x)\n#^ x", "tensor SameAs(x)"),
+    # NumPy 2 arrays share these; a list's first item is no slice of a tensor
+    ("def f(x):\n    return x.view(-1), x.reshape(3), x.T, x.shape, x.device\n#^ x", "unknown SameAs(x)"),
+    ("def f(x):\n    return torch.cat([x[0]])\n#^ x", "unknown SameAs(x)"),
+    ("def f(x):\n    return torch.pow(x, torch.ones(3)), torch.mul(x, 2)\n#^ x", "unknown SameAs(x)"),  # torch.pow(2.0, t) works
+    ("def f(x):\n    return torch.tensor(x), torch.zeros(x)\n#^ x", "unknown SameAs(x)"),
+    # an attribute a method of a plain class shows is a tensor, given to the constructor
+    ("class S:\n    def __init__(self, A):\n        self.A = A\n    def n(self):\n        a = self.A\n#^ a\n        return a.size(0) + self.A.dim()\n", "tensor SameAs(self.A)"),
+    # bound again before the use: the use shows what the new value is
+    ("def f(x):\n    x = g(x)\n    return x.dim()\ndef g(v):\n    return v\n#^ v", "unknown SameAs(v)"),
 ]
 
 
@@ -879,6 +894,47 @@ SINKS = [
         """,
         ["module-input z from torch.randn(4) -> next(self.parameters()).device"],
     ),
+]
+
+
+# A host tensor meeting a tensor whose place is not shown: "relative", named by that tensor's device.
+SINKS += [
+    ("def f(x):\n    return x.unsqueeze(0) * torch.ones(x.shape[0])\n", ["relative torch.ones(x.shape[0]) from torch.ones(x.shape[0]) -> x.device"]),
+    (
+        "def f(idx, n):\n    if idx.dim() == 1:\n        idx = idx.unsqueeze(1)\n    out = torch.zeros(len(idx), n)\n    out.scatter_(1, idx, 1)\n    return out\n",
+        ["relative out from torch.zeros(len(idx), n) -> idx.device"],
+    ),
+    # mixed on the way with a value of unknown kind (a number, perhaps)
+    ("def f(v, s):\n    j = torch.arange(4)\n    c = s ** j\n    return c * torch.unsqueeze(v, -1)\n", ["relative c from torch.arange(4) -> v.device"]),
+    # no evidence: x + 1 and x.view work on arrays
+    ("def f(x):\n    return x.view(-1) * torch.ones(3)\n", []),
+    # two tensors of unknown places: which device to take is not clear
+    ("def f(x, y):\n    return x.dim() * y.dim() * (x * y + torch.ones(3))\n", []),
+    # the name met no longer holds the tensor that was met
+    ("def f(x):\n    y = x.unsqueeze(0)\n    x = None\n    return y * torch.ones(3)\n", []),
+    # a 0-dim host tensor combines with any tensor
+    ("def f(x):\n    return x.unsqueeze(0) * torch.tensor(2.0)\n", []),
+    # a plain class given its tensors: a method shows self.A is one
+    (
+        "class S:\n    def __init__(self, A):\n        self.A = A\n    def step(self):\n        x = torch.zeros(self.A.size(1))\n        return self.A @ x\n",
+        ["relative x from torch.zeros(self.A.size(1)) -> self.A.device"],
+    ),
+    # ... and without that evidence, nothing
+    ("class S:\n    def __init__(self, A):\n        self.A = A\n    def step(self):\n        return self.A @ torch.zeros(3)\n", []),
+    # einsum's operands follow its equation
+    ("def f(h):\n    c = torch.einsum('ki,kj->ij', h, h)\n    return c + torch.eye(3)\n", ["relative torch.eye(3) from torch.eye(3) -> h.device"]),
+    # made by torch from values nothing places: a tensor, named where it was bound once
+    (
+        "class P:\n    def cov(self):\n        c = torch.einsum('ik,kl->il', self.h, self.p)\n        return c + torch.eye(3)\n",
+        ["relative torch.eye(3) from torch.eye(3) -> c.device"],
+    ),
+    # bound twice, or by a method NumPy shares: no such name
+    ("class P:\n    def cov(self):\n        c = torch.einsum('ik,kl->il', self.h, self.p)\n        c = c.mean()\n        return c + torch.eye(3)\n", []),
+    ("class P:\n    def cov(self):\n        c = self.h.reshape(3)\n        return c + torch.eye(3)\n", []),
+    # a script run on the CPU only: nothing moves, nothing names a device
+    ("def f(x):\n    return x.unsqueeze(0) * torch.ones(3)\nprint(f(load()))\n", []),
+    # the same script once it names a device
+    ("def f(x):\n    return x.unsqueeze(0) * torch.ones(3)\nmodel.to(device)\nprint(f(load()))\n", ["relative torch.ones(3) from torch.ones(3) -> x.device"]),
 ]
 
 

@@ -368,3 +368,60 @@ def test_no_cuda_query_is_added_where_a_module_is_imported(tmp_path, fixdev, mon
     assert ops.normalize(torch.ones(2, 3)).device.type == "cpu"
     for name in ("helpers", "pkg.ops", "pkg"):
         sys.modules.pop(name, None)
+
+
+# A helper file that runs statements (a script's shape) and names no device:
+# its tensor parameter meets a factory. Device-relative fixes are made in files
+# that meet devices; a file other files import is a library, whose callers
+# choose devices; alone, it is a script that runs on the CPU only.
+PRINTING_HELPERS = """\
+import torch
+
+
+def add_bias(x):
+    return x + torch.zeros(x.size(-1))
+
+
+print("helpers loaded")
+"""
+HELPERS_USER = "from helpers import add_bias\n"
+
+
+def test_a_file_others_import_meets_devices_through_them(tmp_path, fixdev):
+    work = project(tmp_path / "work", {"helpers.py": PRINTING_HELPERS, "user.py": HELPERS_USER})
+    cache = tmp_path / "cache"
+
+    def run(*paths: str) -> list[str]:
+        found = fixdev("--check", "--output-format", "concise", "--select", "FDV102", *paths, cwd=work, env={"FIXDEV_CACHE_DIR": str(cache)})
+        return concise(found)
+
+    assert [line.split(": ")[0] for line in run(".")] == ["helpers.py:5:16"]
+    assert run("helpers.py") == [], "alone, a script that runs on the CPU only"
+    (work / "user.py").write_text("import torch\n")
+    assert run(".") == [], "nobody imports it now: the cached result is made again"
+
+
+# A module class through a base another file of the run defines, two files away.
+BASE = "import torch.nn as nn\n\n\nclass Base(nn.Module):\n    pass\n"
+MIDDLE = "from pkg.base import Base\n\n\nclass Middle(Base):\n    pass\n"
+NET = """\
+import torch
+from .mid import Middle
+
+
+class Net(Middle):
+    def forward(self, x):
+        steps = torch.arange(x.shape[1])
+        return x + steps
+"""
+
+
+def test_a_module_class_through_bases_in_other_files(tmp_path, fixdev):
+    work = project(tmp_path, {"pkg/__init__.py": "", "pkg/base.py": BASE, "pkg/mid.py": MIDDLE, "pkg/net.py": NET})
+    found = fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV102", ".", cwd=work)
+    assert [line.split(": ")[0] for line in concise(found)] == ["pkg/net.py:7:17"]
+    alone = fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV102", "pkg/net.py", cwd=work)
+    assert concise(alone) == [], "alone, Middle is a class nothing is known of"
+    (work / "pkg" / "base.py").write_text(BASE.replace("nn.Module", "object"))
+    again = fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV102", ".", cwd=work)
+    assert concise(again) == [], "no module at the root of the bases"

@@ -319,7 +319,17 @@ class FileAnalysis:
                         local_names.add(cls.name.value)
                         changed = True
                         break
-        return found | {cls for cls in classes if cls not in found and self._behaves_like_a_module(cls)}
+        return found | {cls for cls in classes if cls not in found and (self._behaves_like_a_module(cls) or self._flow_module(cls))}
+
+    def _flow_module(self, cls: cst.ClassDef) -> bool:
+        """Whether the device flow's index takes ``cls`` for a module: through
+        a base class another file of the run defines, or a library's module
+        base (the index asks the project; this side knows only this file)."""
+        if not cls.bases:
+            return False
+        flow = flow_for(self._context)
+        line = flow.row_column(self.start(cls.name))[0]
+        return any(info.is_module for node, info in flow.index.classes.items() if node.name == cls.name.value and node.lineno == line)
 
     def _behaves_like_a_module(self, cls: cst.ClassDef) -> bool:
         """A class derived from a class of another file (``class Net(BaseModel)``)

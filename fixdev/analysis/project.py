@@ -50,6 +50,9 @@ _MAX_DEPTH = 3  # nesting of batches kept in a fact
 _MAX_REEXPORTS = 3  # `from .loader import load_batch` in a package's __init__, followed this far
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 _AMBIGUOUS = object()
+# FileFacts' question for `is_library` (not a module's name: it holds a space)
+LIBRARY_QUESTION = "is imported"
+CLASS_PREFIX = "class "  # FileFacts' questions about a base class, and _Summary's
 
 
 class Project:
@@ -82,6 +85,40 @@ class Project:
 
     def for_file(self, path: Path) -> "FileFacts":
         return FileFacts(self, _normal(path))
+
+    def is_library(self, path: str) -> bool:
+        """Whether ``path`` is a module others import (``imported``: one of a
+        package, or one another file of the run imports by a name that means
+        it). Device-relative fixes count such a file as meeting devices."""
+        return self.imported(path)
+
+    def is_module_class(self, name: str, importer: str, depth: int = 0) -> bool:
+        """Whether the class ``name`` (as ``importer`` imports it) is a file of
+        the run's ``nn.Module`` class: it derives from one there, or (through
+        bases that file imports in turn, this far) from one in another file."""
+        level = len(name) - len(name.lstrip("."))
+        parts = name[level:].split(".")
+        if not all(parts) or (not level and parts[0] in _KNOWN_ROOTS) or depth > _MAX_REEXPORTS:
+            return False
+        for cut in range(len(parts) - 1, -1 if level else 0, -1):
+            path = self._module_file("." * level + ".".join(parts[:cut]), importer)
+            if path is _AMBIGUOUS:
+                return False
+            if path is not None:
+                return len(parts) - cut == 1 and self._module_class(path, parts[cut], depth)
+        return False
+
+    def _module_class(self, path: str, name: str, depth: int) -> bool:
+        key = ("class", path, name)
+        if key not in self._facts:
+            self._facts[key] = None  # a cycle of bases answers no
+            summary = self._summaries.get(path)
+            if summary is None:
+                summary = self._summaries[path] = _Summary(path, self.use_cache)
+            kind, bases = summary.binding(CLASS_PREFIX + name, self._summaries)
+            found = kind == "module" or (kind == "bases" and any(self.is_module_class(base, path, depth + 1) for base in bases))
+            self._facts[key] = (found,)
+        return self._facts[key] == (True,)
 
     # -- answers ---------------------------------------------------------------------
 
@@ -213,6 +250,8 @@ class _Summary:
 
     def _compute(self, name: str, others: dict) -> tuple:
         flow = self._flow(others)
+        if name.startswith(CLASS_PREFIX):
+            return _class_binding(flow, name[len(CLASS_PREFIX) :]) if flow is not None else ("none", ())
         bound = flow.module_binding(name) if flow is not None else None
         if type(bound) is str:
             return ("via", bound)
@@ -339,6 +378,33 @@ IMPORTED = "<imported>"
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([\w, \t]+)|import[ \t]+([\w., \t]+))", re.M)
 
 
+def _class_binding(flow, name: str) -> tuple:
+    """What a file says of its module-level class ``name``: ``("module", ())``
+    for an ``nn.Module`` class, ``("bases", names)`` with the qualified names of
+    the bases it imports (its own classes' too) for another class or for a
+    name it imports, ``("none", ())`` otherwise."""
+    module = flow.index.module
+    if module.counts.get(name) != 1:
+        return ("none", ())
+    if name in module.imports:
+        return ("bases", (module.imports[name],))
+    cls = module.defs.get(name)
+    info = flow.index.classes.get(cls) if type(cls) is ast.ClassDef else None
+    if info is None:
+        return ("none", ())
+    if info.is_module:
+        return ("module", ())
+    bases, todo, seen = [], [info], set()
+    while todo:
+        current = todo.pop()
+        bases += current.bases
+        for local in current.local_bases:
+            if local not in seen and local in flow.index.classes:
+                seen.add(local)
+                todo.append(flow.index.classes[local])
+    return ("bases", tuple(dict.fromkeys(bases)))
+
+
 class FileFacts:
     """One file's questions to the project, and the answers it got."""
 
@@ -354,6 +420,10 @@ class FileFacts:
                     self._asked[name] = ("dead",) if _never_runs(self.project, self.path) else None
                 elif name == IMPORTED:
                     self._asked[name] = self.project.imported(self.path)
+                elif name == LIBRARY_QUESTION:
+                    self._asked[name] = (self.project.is_library(self.path),)
+                elif name.startswith(CLASS_PREFIX):
+                    self._asked[name] = (self.project.is_module_class(name[len(CLASS_PREFIX) :], self.path),)
                 else:
                     self._asked[name] = self.project.answer(name, self.path)
             except RecursionError:
@@ -370,6 +440,17 @@ class FileFacts:
         by another file of the run (``Project.imported``); kept with the
         other answers, so the cached result is redone when that changes."""
         return bool(self.fact(IMPORTED))
+
+
+    def is_module_class(self, name: str) -> bool:
+        """Whether the class a base names (``models.base.Backbone``) is an
+        ``nn.Module`` class of the run (``Project.is_module_class``)."""
+        return self.fact(CLASS_PREFIX + name) == (True,)
+
+    def is_library(self) -> bool:
+        """Whether other files import this one (``Project.is_library``); kept
+        with the answers, so a cached result is made again when that changes."""
+        return self.fact(LIBRARY_QUESTION) == (True,)
 
     def call(self, name: str, node: ast.Call) -> "Value | None":
         """The value a call of ``name`` returns, made at ``node``; None when unknown."""

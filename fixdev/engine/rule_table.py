@@ -2,10 +2,10 @@
 Each rule's (code, name, group, trigger, module, class), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = 'c08651bde83f77cf76db'
+FINGERPRINT = '3ecf8289f942c18e714c'
 RULES = (
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory'),
-    ('FDV102', 'factory-device', 'mismatch', ('\\bclass\\b|\\.(?:to|cuda)\\s*\\(|device', '\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice'),
+    ('FDV102', 'factory-device', 'mismatch', ('\\bclass\\b|\\.(?:to|cuda)\\s*\\(|device|\\bdef\\b', '\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice'),
     ('FDV103', 'constant-buffer', 'mismatch', ('__init__', 'self\\.\\w+\\s*=\\s*(?:None\\b|[\\w.]*\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\()'), 'constant_buffer', 'ConstantBuffer'),
     ('FDV104', 'cuda-call', 'cuda-only', ('\\.cuda\\s*\\(',), 'cuda_call', 'CudaCall'),
     ('FDV105', 'load-map-location', 'cuda-only', ('load(?<=\\bload)(?:_state_dict_from_url|_url)?\\s*\\(',), 'load_map_location', 'LoadMapLocation'),

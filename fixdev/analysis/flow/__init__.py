@@ -60,7 +60,9 @@ What it knows (everything else is UNKNOWN):
   every use of the function's name is a call a run has seen.
 - Other files' functions: what they return whatever they are given, when a
   project is passed (``FileFlow(text, project=...)``, see ``codemods.project``).
-- Deliberately unknown: other files' classes, whether other files' functions
+- Other files' classes: whether one is an nn.Module (through bases, when a
+  project is passed); nothing else of them.
+- Deliberately unknown: other files' classes' attributes, whether other files' functions
   move what they are given, attributes assigned outside
   ``__init__``, a tensor's number of dimensions (only ``torch.tensor(3.0)``,
   full reductions and ``t[i]`` may be 0-dim, which is never a finding), aliasing
@@ -76,13 +78,16 @@ live, and join), ``vocabulary`` (what torch's names mean), ``syntax`` (cheap
 ast walks), ``index`` (one pass over a file's statements: scopes, classes,
 bindings), ``interpreter`` (one run over a scope's body) with its families
 ``statements``, ``expressions`` and ``calls``, ``sinks`` (where a value meets
-a device it does not live on), ``mentions`` (names in a file's text) and
+a device it does not live on), ``evidence`` (what shows a value is a tensor
+where nothing shows where it lives: a ``"relative"`` sink's device is that
+tensor's own), ``mentions`` (names in a file's text) and
 ``facts`` (``FileFlow``: lazy runs, summaries, class facts and the query API
 below), ``arms`` (the CPU arm of ``if use_cuda:``, where values only its CUDA
 arm moves are on the CPU: ``sinks()`` leaves such meetings out). The names here are that API; the rules import from this package only.
 """
 
-from fixdev.analysis.flow.facts import Evidence, FileFlow
+from fixdev.analysis.flow.facts import FileFlow
+from fixdev.analysis.flow.told import Evidence
 from fixdev.analysis.flow.lattice import (
     ARRAY_VALUE,
     FOLLOWS_MODULE,

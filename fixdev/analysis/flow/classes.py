@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 import weakref
-from fixdev.analysis.flow.lattice import Device, FOLLOWS_MODULE, Instance, NO_PLACES, PARAM_FREE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, join
+from fixdev.analysis.flow.lattice import Device, FOLLOWS_MODULE, Instance, NO_PLACES, PARAM_FREE, SameAs, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, join
 from fixdev.analysis.flow.syntax import chain_of, root_of
 from fixdev.analysis.flow.vocabulary import DEVICE_OBJECT
 
@@ -97,6 +97,11 @@ class ClassFacts:
             for attr, methods in info.stores.items():
                 if methods - {"__init__"} - only_from_init:
                     result[attr] = join(result.get(attr), UNKNOWN_VALUE)
+            # given to the constructor (wherever it lives) and used as a tensor by a method
+            for attr in self.flow.evidenced_attributes(cls):
+                value = result.get(attr)
+                if value is not None and value.what is What.UNKNOWN and value.places and all(type(p) is SameAs for p, _ in value.places):
+                    result[attr] = value.but(what=What.TENSOR)
             return result
 
         result = self.flow.compute(("attrs", cls), make)

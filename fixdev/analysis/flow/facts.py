@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import bisect
 import warnings
-from typing import Iterable
 from fixdev.engine.source import CPythonPositions
 from fixdev.analysis.flow import arms, calls
 from fixdev.analysis.flow.index import Scope, FUNCTION_DEFS, FileIndex
@@ -14,49 +13,12 @@ from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH
 from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, HOST, Instance, MAYBE_UNBOUND, NOTHING, NO_PLACES, PENDING, Parts, SCALAR_VALUE, SameAs, UNKNOWN, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, apart, capped, parts_depth, host_loader, kinds_of, position_of, settled_origins, join
 from fixdev.analysis.flow.mentions import Mentions, header_expressions, is_parenthesized
 from fixdev.analysis.flow.sinks import Sink
+from fixdev.analysis.flow.told import Evidence
 from fixdev.analysis.flow.syntax import chain_of, root_of, ast_walk
 from fixdev.analysis.flow.sources import flag_places_a_module, meets, source_chains
 from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
 from fixdev.analysis.flow.classes import ClassFacts, naming
-
-
-class Evidence:
-    """What a device error's message says about expressions of one text, from
-    outside its code (``fixdev --traceback``): ``told`` holds ``(span,
-    placement, origin)`` items; ``span`` and ``origin`` are ast positions
-    ``(type name, lineno, col_offset, end_lineno, end_col_offset)``
-    (``origin``: the name or parameter that made the value, where a fix goes;
-    None: the expression itself); ``placement`` is ``"host"`` or ``"device"``.
-    A ``FileFlow`` made with it as ``project`` places each of those
-    expressions so wherever the analysis could not (its value is on no known
-    side), and nothing else; for another text it is ignored. It travels
-    as the project facts do (``project`` is their view, or None), so rules ask
-    their flow as always and never know where a fact came from."""
-
-    def __init__(self, project, text: str, told: Iterable[tuple]) -> None:
-        self.project = project
-        self.text = text
-        self.told = tuple(told)
-
-    def call(self, name: str, node: ast.Call):
-        return self.project.call(name, node) if self.project is not None else None
-
-    def used(self) -> tuple:
-        return self.project.used() if self.project is not None else ()
-
-    def resolve(self, flow: "FileFlow") -> dict[tuple, tuple]:
-        """``{(node type, positions): (placement, origin node)}`` for ``flow``'s tree."""
-        if flow.text != self.text or not self.told:
-            return {}
-        nodes = {(type(n).__name__, n.lineno, n.col_offset, n.end_lineno, n.end_col_offset): n for n in ast_walk(flow.tree) if isinstance(n, (ast.expr, ast.arg))}
-        found: dict[tuple, tuple] = {}
-        for span, placement, origin in self.told:
-            node = nodes.get(tuple(span))
-            if node is None:
-                continue
-            made = nodes.get(tuple(origin)) if origin is not None else node
-            found[(type(node), *span[1:])] = (HOST if placement == "host" else Device(None), made if made is not None else node)
-        return found
+from fixdev.analysis.flow import evidence
 
 
 class FileFlow:
@@ -86,7 +48,8 @@ class FileFlow:
                 tree = ast.Module(body=[], type_ignores=[])
                 self.parsed = False
         self.tree = tree
-        self.index = FileIndex(tree, self.text[self._bom :] if self.text is not None else None)
+        module_base = getattr(self.project, "is_module_class", None)  # a base class another file of the run defines
+        self.index = FileIndex(tree, self.text[self._bom :] if self.text is not None else None, module_base)
         self.classes = ClassFacts(self)
         self.cache: dict[tuple, object] = {}
         self._active: list[tuple] = []
@@ -553,6 +516,8 @@ class FileFlow:
         function = scope.node
         if what is What.UNKNOWN and (name in DEVICE_NAMES or name.endswith("_device")):
             what = What.DEVICE
+        if what is What.UNKNOWN and name in self.evidenced_tensors(scope):
+            what = What.TENSOR  # wherever the caller's tensor lives: SameAs(name)
         if what is What.DEVICE:
             return Value(What.DEVICE, frozenset({(Device(name, function), arg)}))
         if what is What.LOADER:
@@ -566,6 +531,34 @@ class FileFlow:
             return Value(What.MODULE, same, frozenset({arg}))
         return Value(what, same)
 
+
+    def evidenced_tensors(self, scope: Scope) -> frozenset:
+        """The parameters the function's code shows are tensors (``evidence``)."""
+        key = ("tensor evidence", scope.node)
+        if key not in self.cache:
+            self.cache[key] = evidence.tensor_parameters(self, scope)
+        return self.cache[key]
+
+    def evidenced_attributes(self, cls: ast.ClassDef) -> frozenset:
+        """The attributes ``self.X`` the class's methods show are tensors (``evidence``)."""
+        key = ("attribute evidence", cls)
+        if key not in self.cache:
+            self.cache[key] = evidence.tensor_attributes(self, cls)
+        return self.cache[key]
+
+    def torch_results(self, scope: Scope) -> frozenset:
+        """Locals bound once to a torch operation's result (``evidence``)."""
+        key = ("torch results", scope.node)
+        if key not in self.cache:
+            self.cache[key] = evidence.torch_results(self, scope) if scope.kind == "function" else frozenset()
+        return self.cache[key]
+
+    def meets_devices(self) -> bool:
+        """Whether the file's code may meet devices (``evidence.meets_devices``)."""
+        key = ("meets devices",)
+        if key not in self.cache:
+            self.cache[key] = evidence.meets_devices(self)
+        return self.cache[key]
 
     def mentions(self) -> "Mentions | None":
         if self._mention_index is None and self.text is not None:

@@ -70,7 +70,10 @@ class ClassInfo:
 class FileIndex:
     """Scopes, bindings, classes and imports, from one pass over the statements."""
 
-    def __init__(self, tree: ast.Module, source: str | None) -> None:
+    def __init__(self, tree: ast.Module, source: str | None, module_base=None) -> None:
+        # module_base(qualified name) -> bool: whether a base another file of
+        # the run defines is an nn.Module class (codemods.project), or None
+        self.module_base = module_base
         self.tree = tree
         self.module = Scope(tree, "module", None)
         self.scopes: dict[ast.AST, Scope] = {tree: self.module}
@@ -313,6 +316,16 @@ class FileIndex:
                 if any(is_torch_module_class(b) for b in info.bases) or any(self.classes[b].is_module for b in info.local_bases if b in self.classes):
                     info.is_module = True
                     changed = True
+        if self.module_base is not None:  # asked last, and only for classes not known to be modules
+            for info in self.classes.values():
+                if not info.is_module and any(self.module_base(b) for b in info.bases):
+                    info.is_module = True
+                    changed = True
+            while changed:
+                changed = False
+                for info in self.classes.values():
+                    if not info.is_module and any(self.classes[b].is_module for b in info.local_bases if b in self.classes):
+                        info.is_module = changed = True
         for info in self.classes.values():
             if info.is_module:
                 self._ownership(info)
@@ -358,7 +371,9 @@ class FileIndex:
             info.own_text = own_text.replace(f"{self.scopes[init].self_name}.", "self.", 1) if init else own_text
         elif info.owns:
             info.own_text = "next(self.parameters()).device"
-        info.param_free = not info.owns and not anything_stored and not layer_bases and not info.local_bases
+        # a base another file defines may hold parameters: not known to be free of them
+        foreign = any(not is_torch_module_class(b) for b in info.bases)
+        info.param_free = not info.owns and not anything_stored and not layer_bases and not info.local_bases and not foreign
 
     @staticmethod
     def _kept_parameters(init: ast.AST, self_name: str) -> set[str]:

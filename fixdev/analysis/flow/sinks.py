@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from fixdev.analysis.flow import evidence
 from fixdev.analysis.flow.lattice import Device, PENDING, SCALAR_VALUE, SameAs, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, kinds_of, position_of, settled_origins
 
 
@@ -21,7 +22,11 @@ class Sink:
     ``"operand"`` (a host value combined with a device tensor by an operator,
     comparison, ``torch.*`` function or tensor method), ``"numpy"`` (a value that
     may live on a device reaches ``.numpy()`` / ``np.array``), ``"index"`` (a
-    host tensor read by an index tensor on a device: ``other`` is that index).
+    host tensor read by an index tensor on a device: ``other`` is that index),
+    ``"relative"`` (a host tensor combined with a tensor the code shows is one
+    but not where it lives, a parameter or ``self`` attribute, in a file that
+    meets devices: ``device`` is that tensor's ``.device``, right wherever it
+    lives; kept apart from ``"operand"``, which is sure to fail).
     ``node``: the call, operation or subscript. ``value``: the expression on
     the wrong side (on the host; for ``"numpy"``, the one that may be on a
     device). ``origins``: where that value
@@ -76,6 +81,14 @@ def meet(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_
     if apart(host, device):
         sink(run, kind, node, host_node, host, device_node, device, state)
         return True
+    if run.record and device.what is What.TENSOR and host.what in TENSORISH:
+        relative = evidence.relative_device(run, host, device, state, device_node)
+        if relative is not None:
+            # a tensor whose place is not shown: its own device is right wherever it lives
+            key = (node, host_node)
+            if key not in run.sinks:
+                run.sinks[key] = Sink("relative", node, host_node, settled_origins(host.places, host_node), device_node, relative)
+            return True
     if host.places and kinds_of(device) == (False, True, False):
         function = run.scope.node
         params = {p.text for p, _ in host.places if type(p) is SameAs and p.home is function}

@@ -151,6 +151,17 @@ LIGHTNING_MODULES = frozenset(
         "lightning.pytorch.core.module.LightningModule",
     }
 )
+# Libraries' nn.Module base classes, besides torch.nn's and Lightning's.
+LIBRARY_MODULE_BASES = frozenset(
+    {
+        "diffusers.ModelMixin",
+        "diffusers.models.modeling_utils.ModelMixin",
+        "torch_geometric.nn.MessagePassing",
+        "torch_geometric.nn.conv.MessagePassing",
+        "timm.models.layers.DropPath",
+        "timm.layers.DropPath",
+    }
+)
 # Module bases whose instances have a `device` property.
 DEVICE_PROPERTY_BASES = LIGHTNING_MODULES | frozenset({"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"})
 DATA_LOADERS = frozenset(
@@ -200,6 +211,25 @@ TENSOR_USE = frozenset(
         "tril triu type_as uniform_ unbind unflatten unsqueeze var view view_as where numpy tolist item"
     ).split()
 )
+# What only a tensor has, among the values code handles (not NumPy arrays,
+# whose 2.x API shares view, reshape, T, shape, device; not modules, which
+# share to, cuda, float, half): a parameter used so is a tensor.
+TENSOR_ONLY_METHODS = frozenset(
+    (
+        "size dim ndimension numel unsqueeze unsqueeze_ permute contiguous detach detach_ masked_fill masked_fill_ "
+        "expand expand_as view_as reshape_as type_as new_zeros new_ones new_full new_empty new_tensor index_select "
+        "scatter scatter_ scatter_add scatter_add_ gather narrow element_size softmax log_softmax sigmoid relu "
+        "clamp clamp_ unbind long int bool byte t numpy backward is_floating_point get_device pin_memory topk "
+        "masked_select bmm mm repeat_interleave exp log sqrt rsqrt norm"
+    ).split()
+)
+# torch.* that take a Python number as their first argument too (torch 2.13:
+# every torch function tried with a number first and a tensor second).
+NUMBER_FIRST_OPERATIONS = _torch(
+    "add bucketize div divide float_power floor_divide isin mul multiply normal polygamma pow remainder sub subtract "
+    "true_divide xlogy sym_sum"
+)
+TENSOR_ONLY_ATTRIBUTES = frozenset("is_cuda grad grad_fn requires_grad is_leaf".split())
 # Owners of a `.device` attribute that are configuration, not tensors.
 CONFIG_NAMES = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "hp", "params", "settings", "options", "flags", "FLAGS", "hyperparams"})
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -213,7 +243,7 @@ def is_torch_module_class(name: str) -> bool:
     """``torch.nn.Linear``, ``torch.nn.modules.conv.Conv2d``: an nn.Module class."""
     if name in NOT_MODULES:
         return False
-    if name == "torch.nn.Module" or name in LIGHTNING_MODULES or name in DEVICE_PROPERTY_BASES:
+    if name == "torch.nn.Module" or name in LIGHTNING_MODULES or name in DEVICE_PROPERTY_BASES or name in LIBRARY_MODULE_BASES:
         return True
     parts = name.split(".")
     if parts[:2] != ["torch", "nn"] or not parts[-1][:1].isupper():

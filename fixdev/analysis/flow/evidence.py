@@ -1,0 +1,214 @@
+"""What shows a value is a tensor where nothing shows where it lives, and
+whether a file's code meets devices at all: the two facts a device-relative
+fix (``device=x.device``) needs, since that fix is right wherever ``x`` lives.
+
+Both are read from the syntax, once per function or per file, and only when
+the interpreter asks (a function's parameters are made; a host tensor meets a
+tensor whose place is not known)."""
+
+from __future__ import annotations
+
+import ast
+
+from fixdev.analysis.flow.lattice import HOST, UNKNOWN, Device, SameAs, Value, What, ZERO_DIM
+from fixdev.analysis.flow.syntax import ast_statements, ast_walk
+from fixdev.analysis.flow.vocabulary import (
+    DATA_FACTORIES,
+    LIKE_FACTORIES,
+    NOT_OPERATION_PREFIXES,
+    NOT_OPERATIONS,
+    NUMBER_FIRST_OPERATIONS,
+    TENSOR_FACTORIES,
+    TENSOR_ONLY_ATTRIBUTES,
+    TENSOR_ONLY_METHODS,
+    is_torch_module_class,
+)
+
+# torch.* whose first argument need not be a tensor: they make one from data
+# or sizes, or take a number there (`torch.pow(2.0, t)`).
+_NOT_TENSOR_FIRST = TENSOR_FACTORIES | DATA_FACTORIES | LIKE_FACTORIES | NOT_OPERATIONS | NUMBER_FIRST_OPERATIONS
+
+
+def tensor_parameters(flow, scope) -> frozenset:
+    """The parameters of a function that its code shows are tensors, whatever
+    their caller passes: it calls a method only tensors have on them (not one
+    NumPy arrays or modules share: ``x.size(0)``, ``x.dim()``, ``x.unsqueeze(1)``,
+    ``x.permute(...)``, not ``x.view``/``x.reshape``/``x.T``/``x.shape``), reads an
+    attribute only tensors have (``x.is_cuda``), or passes them (or a slice of
+    them, ``x[:, :-1]``) first to a ``torch`` operation, which rejects anything
+    but a tensor there (``torch.cat([x, y])``, ``torch.unsqueeze(x, 1)``,
+    ``F.relu(x)``). Only uses before the function first binds the name again
+    count: a later one may be of the new value (``x = torch.as_tensor(x)``)."""
+    function = scope.node
+    args = function.args
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {scope.self_name}
+    if not names:
+        return frozenset()
+    first_use: dict[str, tuple] = {}
+    first_store: dict[str, tuple] = {}
+    for node in ast_walk(function):
+        if type(node) is ast.Name:
+            if node.id in names and type(node.ctx) is not ast.Load:
+                _earliest(first_store, node.id, node)
+            continue
+        for used in _tensor_uses(flow, node, scope):
+            if type(used) is ast.Name and used.id in names:
+                _earliest(first_use, used.id, used)
+    return frozenset(name for name, at in first_use.items() if at < first_store.get(name, (1 << 30, 0)))
+
+
+def tensor_attributes(flow, cls: ast.ClassDef) -> frozenset:
+    """The attributes ``self.X`` some method of ``cls`` shows are tensors, as
+    ``tensor_parameters`` reads them (``self.A.size(1)``, ``torch.cat([self.buf, x])``)."""
+    info = flow.index.classes.get(cls)
+    found = set()
+    for method in info.methods.values() if info is not None else ():
+        scope = flow.index.scopes[method]
+        if not scope.self_name:
+            continue
+        for node in ast_walk(method):
+            for used in _tensor_uses(flow, node, scope):
+                if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
+                    found.add(used.attr)
+    return frozenset(found)
+
+
+def _tensor_uses(flow, node: ast.AST, scope) -> list:
+    """The expressions ``node`` shows are tensors: the receiver of a method
+    or attribute only tensors have, the first arguments of a torch operation."""
+    kind = type(node)
+    if kind is ast.Attribute:
+        return [node.value] if node.attr in TENSOR_ONLY_ATTRIBUTES else []
+    if kind is not ast.Call:
+        return []
+    func = node.func
+    # `torch.exp(x)` gives `torch` here, which is no parameter or attribute
+    found = [func.value] if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS else []
+    if node.args and type(func) in (ast.Name, ast.Attribute):
+        first = node.args[0]
+        if type(first) is ast.Constant and type(first.value) is str:
+            firsts = node.args[1:]  # torch.einsum("ij,jk->ik", a, b): the operands follow the equation
+        else:
+            firsts = first.elts if type(first) in (ast.List, ast.Tuple) else (first,)
+        used = [e for e in map(_unsliced, firsts) if e is not None]
+        if used and _takes_tensors(flow, func, scope):
+            found += used
+    return found
+
+
+def _earliest(found: dict, name: str, node: ast.AST) -> None:
+    at = (node.lineno, node.col_offset)
+    if at < found.get(name, (1 << 30, 0)):
+        found[name] = at
+
+
+def _unsliced(node: ast.AST) -> ast.AST | None:
+    """``x`` (a name or ``self.x``) of ``x`` or of ``x[:, :-1]`` (a slice in
+    more than one dimension is an array's, and an array torch rejects: a
+    tensor's); None for other expressions."""
+    if type(node) is ast.Subscript and type(node.slice) is ast.Tuple:
+        if any(type(e) is ast.Slice or (type(e) is ast.Constant and e.value is Ellipsis) for e in node.slice.elts):
+            node = node.value
+    if type(node) is ast.Name or (type(node) is ast.Attribute and type(node.value) is ast.Name):
+        return node
+    return None
+
+
+def _takes_tensors(flow, func: ast.AST, scope) -> bool:
+    name = flow.index.static_name(func, scope)
+    if name is None or not name.startswith("torch.") or name in _NOT_TENSOR_FIRST or name.startswith(NOT_OPERATION_PREFIXES):
+        return False
+    if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
+        return False  # a layer's constructor, not an operation
+    return not is_torch_module_class(name) and "._" not in name
+
+
+def torch_results(flow, scope) -> frozenset:
+    """Local names of a function bound once, by an assignment of a ``torch``
+    operation's result (``cov = torch.einsum(...)``): tensors, made by torch."""
+    found = set()
+    for statement in ast_statements(scope.node.body, enter=lambda s: type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if type(statement) is ast.Assign and len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name:
+            name, value = statement.targets[0].id, statement.value
+            if scope.counts.get(name) == 1 and type(value) is ast.Call and _takes_tensors(flow, value.func, scope):
+                found.add(name)
+    return frozenset(found)
+
+
+def relative_device(run, host: Value, other: Value, state: dict, other_node: ast.AST | None = None) -> str | None:
+    """For a host tensor (a factory's, say) meeting ``other``, a tensor whose
+    place the code does not show: the text of ``other``'s device, valid where
+    ``other`` is met (``x.device``), when ``other`` is wherever one
+    parameter or ``self`` attribute is and that name still holds it here, or
+    is a local name bound once to a torch operation's result; and the file
+    meets devices. Else None."""
+    if host.what is not What.TENSOR or host.flags & ZERO_DIM or other.what is not What.TENSOR:
+        return None
+    placements = {p for p, _ in other.places}
+    if len(placements) != 1:
+        return None
+    placement = placements.pop()
+    if placement is UNKNOWN and type(other_node) is ast.Name and not any(p is UNKNOWN or type(p) is Device for p, _ in host.places):
+        # `cov = torch.einsum(...)`, then `cov + torch.eye(n)`: right after cov is made (FDV102 checks)
+        if any(p is HOST for p, _ in host.places) and other_node.id in run.flow.torch_results(run.scope) and run.flow.meets_devices():
+            return f"{other_node.id}.device"
+        return None
+    if type(placement) is not SameAs:
+        return None
+    # the host side: made on the host, perhaps mixed with values the code does
+    # not show (``2 * np.pi * sigma ** torch.arange(m)``), never with one on a
+    # device or with the tensor it meets (then its own device is no news)
+    if not any(p is HOST for p, _ in host.places) or any(type(p) is Device or p == placement for p, _ in host.places):
+        return None
+    text = placement.text
+    scope = run.scope
+    if placement.home is scope.node:
+        if text not in run.flow.evidenced_tensors(scope):
+            return None
+    elif placement.home is not None and placement.home is scope.cls and scope.self_name == "self" and text.startswith("self."):
+        if text[5:] not in run.flow.evidenced_attributes(scope.cls):
+            return None
+    else:
+        return None  # named from another scope: not a name here
+    held = state.get(text)
+    if held is None and "." not in text:
+        return None
+    if held is not None and {p for p, _ in held.places} != {placement}:
+        return None  # bound again since: the name no longer holds what was met
+    if not run.flow.meets_devices():
+        return None
+    return f"{text}.device"
+
+
+def meets_devices(flow) -> bool:
+    """Whether the file's code may run with tensors on a device: it names or
+    moves to one (``.to(``, ``.cuda(``, ``device``), or it is a library whose
+    callers choose devices: a module of a package, a file the run's other
+    files import, or one whose top level only defines things (a script runs
+    statements). A script that does neither runs on the CPU only, where a
+    device-relative fix would be noise."""
+    if flow.mentions_device(flow.tree):
+        return True
+    project = flow.project
+    if project is not None and getattr(project, "is_library", None) is not None and project.is_library():
+        return True
+    return not any(_runs_something(statement) for statement in flow.tree.body)
+
+
+def _runs_something(statement: ast.stmt) -> bool:
+    """A top-level statement a script runs: a call, a loop, a ``with``, a
+    ``__main__`` block (definitions, imports, constants and docstrings are what
+    a module imported for its names holds)."""
+    kind = type(statement)
+    if kind in (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith):
+        return True
+    if kind is ast.Expr:
+        return type(statement.value) is ast.Call
+    if kind is ast.If:
+        test = statement.test
+        if type(test) is ast.Compare and type(test.left) is ast.Name and test.left.id == "__name__":
+            return True
+        return any(_runs_something(s) for s in (*statement.body, *statement.orelse))
+    if kind is ast.Try:
+        return any(_runs_something(s) for s in statement.body)
+    return False
