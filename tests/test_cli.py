@@ -40,7 +40,7 @@ def awkward_tree(root: Path) -> dict[str, bytes]:
 
 def test_awkward_tree(tmp_path, fixdev):
     files = awkward_tree(tmp_path)
-    result = fixdev("--apply", ".", cwd=tmp_path)
+    result = fixdev("--apply", "--unsafe-fixes", ".", cwd=tmp_path)  # FDV101's fix is unsafe (dtype)
     err = result.stderr.decode()
     assert result.returncode == 2
     assert "Traceback" not in err
@@ -56,7 +56,7 @@ def test_awkward_tree(tmp_path, fixdev):
     error_lines = [line for line in err.splitlines() if ": error: " in line]
     assert sorted(line.split(":")[0] for line in error_lines) == ["binary.py", "python2.py", "readonly.py", "syntax_error.py"]
     assert "venv_file" not in result.stdout.decode("utf-8", "replace") + err  # the patch holds latin1.py in latin-1
-    second = fixdev("--apply", ".", cwd=tmp_path)
+    second = fixdev("--apply", "--unsafe-fixes", ".", cwd=tmp_path)
     assert {name: (tmp_path / name).read_bytes() for name in files} == now, "a second run changes nothing"
     assert [line for line in second.stdout.decode("utf-8", "replace").splitlines() if line.startswith("--- a/")] == ["--- a/readonly.py"]
 
@@ -64,20 +64,20 @@ def test_awkward_tree(tmp_path, fixdev):
 def test_diff_never_writes_and_exit_codes(tmp_path, fixdev):
     path = tmp_path / "m.py"
     path.write_text(BUGGY)
-    result = fixdev("--diff", "m.py", cwd=tmp_path)
+    result = fixdev("--diff", "--unsafe-fixes", "m.py", cwd=tmp_path)  # FDV101's fix is unsafe (dtype)
     assert result.returncode == 1
     assert result.stdout.decode().startswith("--- a/m.py\n+++ b/m.py\n")
     assert path.read_text() == BUGGY
-    assert fixdev("--diff", "--exit-zero", "m.py", cwd=tmp_path).returncode == 0
-    assert fixdev("--apply", "m.py", cwd=tmp_path).returncode == 0
+    assert fixdev("--diff", "--unsafe-fixes", "--exit-zero", "m.py", cwd=tmp_path).returncode == 0
+    assert fixdev("--apply", "--unsafe-fixes", "m.py", cwd=tmp_path).returncode == 0
     assert path.read_text() == FIXED
-    assert fixdev("--diff", "m.py", cwd=tmp_path).returncode == 0
+    assert fixdev("--diff", "--unsafe-fixes", "m.py", cwd=tmp_path).returncode == 0
     assert fixdev("m.py", cwd=tmp_path).returncode == 0
 
 
 def test_check_is_the_default_and_prints_one_line_per_finding(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(BUGGY + "y = z.cuda(0)\n")
-    result = fixdev("m.py", cwd=tmp_path)
+    result = fixdev("--unsafe-fixes", "m.py", cwd=tmp_path)  # [*] marks a fix --apply applies: FDV101's is unsafe
     assert result.returncode == 1
     lines = [line for line in result.stdout.decode().splitlines() if line.startswith("m.py:")]
     assert lines[0].startswith("m.py:5:16: FDV101 [like-factory] [*] ")
@@ -101,7 +101,7 @@ def test_missing_path_and_unknown_rule_are_usage_errors(tmp_path, fixdev):
 
 def test_missing_path_does_not_stop_the_others(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(BUGGY)
-    result = fixdev("--apply", "nope.py", "m.py", cwd=tmp_path)
+    result = fixdev("--apply", "--unsafe-fixes", "nope.py", "m.py", cwd=tmp_path)
     assert result.returncode == 2
     assert (tmp_path / "m.py").read_text() == FIXED
 
@@ -120,7 +120,7 @@ def test_configuration_and_per_file_ignores(tmp_path, fixdev):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "t.py").write_text(BUGGY)
     (tmp_path / "m.py").write_text(BUGGY)
-    result = fixdev("--output-format", "concise", ".", cwd=tmp_path)
+    result = fixdev("--output-format", "concise", "--unsafe-fixes", ".", cwd=tmp_path)  # [*]: FDV101's fix is unsafe
     assert result.stdout.decode().splitlines() == ["m.py:5:16: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"]
 
 
@@ -139,7 +139,7 @@ def test_rule_option_from_configuration(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3)\n"
     )
-    fixdev("--apply", "m.py", cwd=tmp_path)
+    fixdev("--apply", "--unsafe-fixes", "m.py", cwd=tmp_path)  # FDV103's fix is unsafe (a buffer follows .half())
     assert 'self.register_buffer("c", torch.ones(3))\n' in (tmp_path / "m.py").read_text()
 
 
@@ -174,7 +174,7 @@ def test_interactive_on_a_terminal(tmp_path):
 
     (tmp_path / "m.py").write_text(BUGGY + "\n\ndef g(y):\n    return y * torch.zeros(y.shape)\n")
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "-i", "m.py"], cwd=tmp_path, stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "--unsafe-fixes", "-i", "m.py"], cwd=tmp_path, stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
     os.write(leader, b"n\ny\n")
     out, err = proc.communicate(timeout=60)
     os.close(leader)
@@ -187,8 +187,8 @@ def test_interactive_on_a_terminal(tmp_path):
 
 def test_color_only_when_asked_or_on_a_terminal(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(BUGGY)
-    assert "\x1b[" not in fixdev("--diff", "m.py", cwd=tmp_path).stdout.decode()
-    assert "\x1b[31m" in fixdev("--diff", "--color", "always", "m.py", cwd=tmp_path).stdout.decode()
+    assert "\x1b[" not in fixdev("--diff", "--unsafe-fixes", "m.py", cwd=tmp_path).stdout.decode()  # a diff to colour: FDV101's fix is unsafe
+    assert "\x1b[31m" in fixdev("--diff", "--unsafe-fixes", "--color", "always", "m.py", cwd=tmp_path).stdout.decode()
 
 
 def test_version_and_bad_option(fixdev):
@@ -250,7 +250,7 @@ def test_apply_reports_remaining_findings_at_their_place_in_the_written_file(tmp
 
 def test_json_positions_with_diff_are_in_the_file_on_disk(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(POSITIONS)
-    items = json.loads(fixdev("--diff", "--output-format", "json", "m.py", cwd=tmp_path).stdout)
+    items = json.loads(fixdev("--diff", "--unsafe-fixes", "--output-format", "json", "m.py", cwd=tmp_path).stdout)  # FDV101's fix is unsafe
     assert [(i["code"], i["location"]["row"], i["location"]["column"], (i["fix"] or {}).get("applied")) for i in items] == [
         ("FDV104", 2, 5, True), ("FDV101", 3, 5, True), ("FDV104", 3, 26, None)
     ]
@@ -274,7 +274,7 @@ def test_interactive_declined_fix_is_not_asked_again(tmp_path):
     # second one comes back at other offsets in the next round.
     (tmp_path / "m.py").write_text(BUGGY + "\n\ndef g(y):\n    return y * torch.zeros(y.shape)\n")
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "-i", "m.py"], cwd=tmp_path, stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "--unsafe-fixes", "-i", "m.py"], cwd=tmp_path, stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
     os.write(leader, b"y\nn\nn\nn\n")  # spare answers, so that a repeated prompt cannot hang the test
     out, err = proc.communicate(timeout=60)
     os.close(leader)
@@ -317,10 +317,10 @@ def test_a_selection_that_leaves_no_rule_is_a_usage_error(tmp_path, fixdev, word
 
 def test_findings_without_a_fix_go_to_stderr_in_diff_and_apply(tmp_path, fixdev):
     (tmp_path / "m.py").write_text(BUGGY + "y = z.cuda(0)\n")
-    diff = fixdev("--diff", "m.py", cwd=tmp_path)
+    diff = fixdev("--diff", "--unsafe-fixes", "m.py", cwd=tmp_path)  # FDV101's fix is unsafe
     assert diff.stdout.decode().startswith("--- a/m.py\n") and "FDV104" not in diff.stdout.decode()
     assert "m.py:6:5: FDV104" in diff.stderr.decode()
-    apply = fixdev("--apply", "m.py", cwd=tmp_path)
+    apply = fixdev("--apply", "--unsafe-fixes", "m.py", cwd=tmp_path)
     assert apply.stdout.decode().startswith("--- a/m.py\n") and "FDV104" not in apply.stdout.decode()
     assert "m.py:6:5: FDV104" in apply.stderr.decode()
 
@@ -343,7 +343,7 @@ def test_a_crashing_rule_costs_one_file_not_the_run(tmp_path):
         "    return original(self, node)\n"
         "LikeFactory.visit_Call = visit_Call\n"
         "from fixdev.interfaces.cli import main\n"
-        "sys.argv = ['fixdev', '--apply', '--no-cache', '-j', '1', '.']\n"
+        "sys.argv = ['fixdev', '--apply', '--unsafe-fixes', '--no-cache', '-j', '1', '.']\n"
         "main()\n"
     )
     result = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -476,12 +476,13 @@ def test_force_exclude_applies_exclude_to_named_paths(tmp_path, fixdev):
     forced = fixdev("--force-exclude", "--exclude", "skip.py", "--output-format", "concise", *named, cwd=tmp_path)
     assert [line.split(":")[0] for line in forced.stdout.decode().splitlines()] == ["ok.py"] and forced.returncode == 1
     # An editor piping an excluded file through --apply gets it back unchanged.
-    piped = fixdev("--force-exclude", "--apply", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode())
+    # (--unsafe-fixes: FDV101's fix is unsafe, and without it nothing would change either way.)
+    piped = fixdev("--force-exclude", "--apply", "--unsafe-fixes", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode())
     assert piped.returncode == 0 and piped.stdout == BUGGY.encode()
-    assert fixdev("--apply", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode()).stdout != BUGGY.encode()
+    assert fixdev("--apply", "--unsafe-fixes", "--stdin-filename", "legacy/old.py", "-", cwd=tmp_path, stdin=BUGGY.encode()).stdout != BUGGY.encode()
 
 
-def _interactive(cwd: Path, answers: list[bytes], *paths: str) -> tuple[int, str, str]:
+def _interactive(cwd: Path, answers: list[bytes], *args: str) -> tuple[int, str, str]:
     """``fixdev --apply -i`` on a terminal, as a user runs it: the terminal is
     its controlling one (so Ctrl-C, b"\\x03", interrupts it, and Ctrl-D,
     b"\\x04", ends its input), and each answer is typed once a new prompt shows."""
@@ -498,7 +499,7 @@ def _interactive(cwd: Path, answers: list[bytes], *paths: str) -> tuple[int, str
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--no-cache", "--apply", "-i", *paths], cwd=cwd, stdin=follower,
+    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--no-cache", "--apply", "-i", *args], cwd=cwd, stdin=follower,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"}, preexec_fn=take_terminal)
     os.close(follower)
     out = b""
@@ -526,7 +527,7 @@ TWO_FIXES = BUGGY + "\n\ndef g(y):\n    return y * torch.zeros(y.shape)\n"
 @pytest.mark.parametrize("key", [b"\x03", b"\x04"], ids=["ctrl-c", "ctrl-d"])
 def test_interactive_ctrl_c_or_ctrl_d_at_the_prompt_quits(tmp_path, key):
     (tmp_path / "m.py").write_text(TWO_FIXES)
-    code, out, err = _interactive(tmp_path, [b"y\n", key], "m.py")
+    code, out, err = _interactive(tmp_path, [b"y\n", key], "--unsafe-fixes", "m.py")  # FDV101's fix is unsafe
     assert "internal error" not in err and "Traceback" not in err, err
     assert code == 1, err  # quit: the fix not taken remains a finding
     text = (tmp_path / "m.py").read_text()
@@ -557,7 +558,7 @@ def test_interactive_asks_once_per_fix_and_the_summary_adds_up(tmp_path, fixdev)
     found = json.loads(fixdev("--output-format", "json", "train.py", cwd=tmp_path).stdout)
     assert [item["code"] for item in found] == ["FDV107", "FDV107", "FDV101", "FDV104", "FDV104"]
     # y: the one fix both FDV107 findings share; a bad answer; Enter (no) for FDV101; a: both FDV104.
-    code, out, err = _interactive(tmp_path, [b"y\n", b"maybe\n", b"\n", b"a\n"], "train.py")
+    code, out, err = _interactive(tmp_path, [b"y\n", b"maybe\n", b"\n", b"a\n"], "--unsafe-fixes", "train.py")  # FDV101's fix is unsafe
     assert code == 1, err
     assert out.count("FDV107 [unmoved-input]") == 1, out
     assert out.count("Apply this fix? [y/N/a/q]") == 4, out  # y, maybe (asked again), Enter, a
@@ -694,8 +695,9 @@ def test_diff_piped_to_git_apply_gives_what_apply_writes(tmp_path, fixdev, where
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "tree"], cwd=repo, check=True)
     notebook = (repo / "sub" / "nb.ipynb").read_bytes()
-    assert fixdev("--apply", "--no-cache", where, cwd=expected).returncode == 0
-    diff = fixdev("--diff", "--no-cache", ".", cwd=repo / where)
+    # FDV101's fixes are unsafe (dtype): both runs apply them.
+    assert fixdev("--apply", "--unsafe-fixes", "--no-cache", where, cwd=expected).returncode == 0
+    diff = fixdev("--diff", "--unsafe-fixes", "--no-cache", ".", cwd=repo / where)
     assert diff.returncode == 1 and b"ipynb" not in diff.stdout
     if where == ".":
         assert b"--- a/sub/nb.ipynb:cell 2" in diff.stderr, "notebook hunks go to stderr"

@@ -58,11 +58,12 @@ def runs(tmp_path_factory):
     for before in CASES:
         shutil.copyfile(before, tree / f"{_name(before)}.ipynb")
     originals = {p.name: p.read_bytes() for p in tree.glob("*.ipynb")}
-    diff = run_fixdev("--diff", ".", cwd=tree)
+    # The after notebooks hold every fix, unsafe ones too (FDV101's take x's dtype).
+    diff = run_fixdev("--diff", "--unsafe-fixes", ".", cwd=tree)
     after_diff = {p.name: p.read_bytes() for p in tree.glob("*.ipynb")}
-    apply = run_fixdev("--apply", ".", cwd=tree)
+    apply = run_fixdev("--apply", "--unsafe-fixes", ".", cwd=tree)
     after_apply = {p.name: p.read_bytes() for p in tree.glob("*.ipynb")}
-    again = run_fixdev("--apply", ".", cwd=tree)
+    again = run_fixdev("--apply", "--unsafe-fixes", ".", cwd=tree)
     after_again = {p.name: p.read_bytes() for p in tree.glob("*.ipynb")}
     check = run_fixdev("--check", "--output-format", "concise", ".", cwd=tree)
     return dict(tree=tree, originals=originals, diff=diff, after_diff=after_diff, apply=apply, after_apply=after_apply,
@@ -189,7 +190,7 @@ def test_json_edits_applied_to_the_cells_give_the_fixed_notebook(tmp_path, case)
     at the end of that line)."""
     before = NOTEBOOKS / f"{case}.before.ipynb"
     shutil.copyfile(before, tmp_path / "nb.ipynb")
-    items = json.loads(run_fixdev("--diff", "--no-cache", "--output-format", "json", "nb.ipynb", cwd=tmp_path).stdout)
+    items = json.loads(run_fixdev("--diff", "--unsafe-fixes", "--no-cache", "--output-format", "json", "nb.ipynb", cwd=tmp_path).stdout)
     sources = _sources(before)
     edits = {(e["location"]["cell"], e["location"]["row"], e["location"]["column"], e["end_location"]["row"], e["end_location"]["column"], e["content"])
              for item in items if item["fix"] and item["fix"]["applied"] for e in item["fix"]["edits"]}
@@ -370,10 +371,11 @@ def test_stdin_reads_a_notebook(tmp_path):
 def test_cached_results_write_the_same_notebook(tmp_path):
     before = NOTEBOOKS / "training_loop.before.ipynb"
     shutil.copyfile(before, tmp_path / "nb.ipynb")
-    cold = run_fixdev("--diff", "nb.ipynb", cwd=tmp_path, env={"FIXDEV_CACHE_DIR": str(tmp_path / "cache")})
-    warm = run_fixdev("--diff", "nb.ipynb", cwd=tmp_path, env={"FIXDEV_CACHE_DIR": str(tmp_path / "cache")})
+    # --unsafe-fixes: the after notebook holds FDV101's fix, an unsafe one.
+    cold = run_fixdev("--diff", "--unsafe-fixes", "nb.ipynb", cwd=tmp_path, env={"FIXDEV_CACHE_DIR": str(tmp_path / "cache")})
+    warm = run_fixdev("--diff", "--unsafe-fixes", "nb.ipynb", cwd=tmp_path, env={"FIXDEV_CACHE_DIR": str(tmp_path / "cache")})
     assert cold.stdout == warm.stdout and cold.stderr == warm.stderr
-    applied = run_fixdev("--apply", "nb.ipynb", cwd=tmp_path, env={"FIXDEV_CACHE_DIR": str(tmp_path / "cache")})
+    applied = run_fixdev("--apply", "--unsafe-fixes", "nb.ipynb", cwd=tmp_path, env={"FIXDEV_CACHE_DIR": str(tmp_path / "cache")})
     assert applied.returncode == 0
     assert (tmp_path / "nb.ipynb").read_bytes() == _after(before).read_bytes()
 
@@ -404,8 +406,8 @@ def test_interactive_shows_cells(tmp_path):
     import sys
 
     path = _notebook(tmp_path, [("code", "import torch"), ("code", "x = torch.ones(2)\ny = torch.zeros(x.shape)")])
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "-i", "nb.ipynb"], cwd=tmp_path, stdin=follower,
+    leader, follower = pty.openpty()  # --unsafe-fixes: FDV101's fix is unsafe
+    proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "--unsafe-fixes", "-i", "nb.ipynb"], cwd=tmp_path, stdin=follower,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
     os.write(leader, b"y\n")
     out, err = proc.communicate(timeout=60)

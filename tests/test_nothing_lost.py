@@ -90,7 +90,7 @@ def test_killed_run_leaves_files_old_or_new(tmp_path, moment):
         (control / "sitecustomize.py").write_text(PAUSE_HOOK)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(control), env.get("PYTHONPATH")]))
         env["FIXDEV_TEST_PAUSE_AT"] = str(control / str(nth))
-    command = [sys.executable, "-m", "fixdev", "--apply", "--quiet", "--no-cache", "--jobs", "2", "."]
+    command = [sys.executable, "-m", "fixdev", "--apply", "--unsafe-fixes", "--quiet", "--no-cache", "--jobs", "2", "."]  # FDV101's fixes are unsafe
     proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         if moment == "first file written":
@@ -108,7 +108,7 @@ def test_killed_run_leaves_files_old_or_new(tmp_path, moment):
     temps = [p.name for p in tree.rglob(".fixdev-*")]
     if moment.startswith("a temporary file"):
         assert states.count(BODY_FIXED) == nth - 1 and temps, "killed with a temporary file beside its original"
-    again = subprocess.run([sys.executable, "-m", "fixdev", "--apply", "--quiet", "--no-cache", "."], cwd=tree, capture_output=True)
+    again = subprocess.run([sys.executable, "-m", "fixdev", "--apply", "--unsafe-fixes", "--quiet", "--no-cache", "."], cwd=tree, capture_output=True)
     assert again.returncode == 0, again.stderr.decode()
     assert all(path.read_text() == BODY_FIXED for path in paths), "the next run fixes the rest"
     leftovers = [p.name for p in tree.rglob("*") if p.name.startswith(".fixdev-")]
@@ -127,7 +127,7 @@ def test_file_edited_while_fixdev_runs_is_not_overwritten(tmp_path, monkeypatch)
 
     monkeypatch.setattr(engine.Engine, "fix", slow_fix)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli.app, ["--apply", "--no-cache", "--jobs", "1", "m.py"])
+    result = CliRunner().invoke(cli.app, ["--apply", "--unsafe-fixes", "--no-cache", "--jobs", "1", "m.py"])  # FDV101's fixes are unsafe
     assert result.exit_code == 2
     assert "m.py: error: changed on disk while fixdev was running; not overwritten" in result.output
     assert target.read_text().endswith("# saved by an editor meanwhile\n")
@@ -159,7 +159,7 @@ def test_deeply_nested_code(tmp_path, fixdev, depth):
     ifs = "import torch\n" + "".join("    " * i + f"if a{i}:\n" for i in range(depth // 10)) + "    " * (depth // 10) + "z = torch.zeros(w.size())\n"
     (tmp_path / "nested.py").write_text(nested)
     (tmp_path / "ifs.py").write_text(ifs)
-    result = fixdev("--apply", ".", cwd=tmp_path)
+    result = fixdev("--apply", "--unsafe-fixes", ".", cwd=tmp_path)  # FDV101's fixes are unsafe
     assert b"Traceback" not in result.stderr
     errors = [line for line in result.stderr.decode().splitlines() if ": error: " in line]
     assert result.returncode in (0, 2)

@@ -10,7 +10,7 @@ BUGGY = "import torch\n\n\ndef f(x):\n    return x * torch.ones(x.shape)\n\n\ny 
 
 
 def test_stdin_apply_prints_the_fixed_source(fixdev):
-    result = fixdev("--apply", "--stdin-filename", "m.py", "-", stdin=b"import torch\nmask = torch.ones(x.shape)\n")
+    result = fixdev("--apply", "--unsafe-fixes", "--stdin-filename", "m.py", "-", stdin=b"import torch\nmask = torch.ones(x.shape)\n")  # FDV101's fix is unsafe
     assert result.stdout == b"import torch\nmask = torch.ones_like(x)\n"
     assert result.returncode == 0
 
@@ -24,7 +24,7 @@ def test_stdin_unchanged_source_and_errors(fixdev):
 
 def test_stdin_diff_and_check_use_the_name(tmp_path, fixdev):
     (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nper-file-ignores = { "gen/*" = ["ALL"] }\n')
-    diff = fixdev("--diff", "--stdin-filename", "pkg/m.py", "-", stdin=BUGGY.encode(), cwd=tmp_path)
+    diff = fixdev("--diff", "--unsafe-fixes", "--stdin-filename", "pkg/m.py", "-", stdin=BUGGY.encode(), cwd=tmp_path)
     assert diff.stdout.decode().startswith("--- a/pkg/m.py\n+++ b/pkg/m.py\n") and diff.returncode == 1
     check = fixdev("--stdin-filename", "pkg/m.py", "-", stdin=BUGGY.encode(), cwd=tmp_path)
     assert check.stdout.decode().splitlines()[0].startswith("pkg/m.py:5:16: FDV101")
@@ -40,7 +40,7 @@ def test_json_shape(tmp_path, fixdev):
     assert set(first) == {"code", "name", "message", "filename", "location", "end_location", "fix"}
     assert first["filename"] == "m.py" and first["name"] == "like-factory"
     assert first["location"] == {"row": 5, "column": 16} and first["end_location"] == {"row": 5, "column": 35}
-    assert first["fix"]["applicability"] == "safe"
+    assert first["fix"]["applicability"] == "unsafe"  # ones_like takes x's dtype
     assert first["fix"]["edits"] == [{"content": "torch.ones_like(x)", "location": {"row": 5, "column": 16}, "end_location": {"row": 5, "column": 35}}]
     assert second["fix"] is None
 
@@ -58,7 +58,7 @@ def test_json_edits_apply_to_the_file(tmp_path, fixdev):
         start = index.offset(edit["location"]["row"], edit["location"]["column"])
         end = index.offset(edit["end_location"]["row"], edit["end_location"]["column"])
         text = text[:start] + edit["content"] + text[end:]
-    fixdev("--apply", "m.py", cwd=tmp_path)
+    fixdev("--apply", "--unsafe-fixes", "m.py", cwd=tmp_path)  # every edit: FDV101's fix is unsafe
     assert (tmp_path / "m.py").read_text() == text
 
 
@@ -95,7 +95,7 @@ def test_sarif_is_valid_sarif_2_1_0(tmp_path, fixdev):
     assert run["results"][0]["fixes"][0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == "torch.ones_like(x)"
     # Issue 26 item 19: what the columns count, and the fix's applicability.
     assert run["columnKind"] == "unicodeCodePoints"
-    assert run["results"][0]["properties"] == {"applicability": "safe", "fixApplied": False}
+    assert run["results"][0]["properties"] == {"applicability": "unsafe", "fixApplied": False}
     assert "properties" not in run["results"][1]  # no fix
 
 
@@ -111,13 +111,14 @@ def test_sarif_columns_count_code_points(tmp_path, fixdev):
 def test_full_format_shows_the_source_line_with_a_caret(tmp_path, fixdev):
     (tmp_path / "m.py").write_text("import torch\nif x:\n\ty = torch.ones(x.shape)  # ünïcode\nz = w.cuda(0)\n", encoding="utf-8")
     lines = fixdev("m.py", cwd=tmp_path).stdout.decode("utf-8").splitlines()
+    # FDV101's fix is unsafe: no [*] (--apply leaves it), and the help line says so.
     assert lines[:6] == [
-        "m.py:3:6: FDV101 [like-factory] [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form",
+        "m.py:3:6: FDV101 [like-factory] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form",
         "  |",
         "3 |     y = torch.ones(x.shape)  # ünïcode",  # a tab shown as four spaces
         "  |         ^^^^^^^^^^^^^^^^^^^ FDV101",
         "  |",
-        "  = help: Use `ones_like`",
+        "  = help: Use `ones_like` (unsafe fix: applied with --unsafe-fixes)",
     ]
     concise = fixdev("--output-format", "concise", "m.py", cwd=tmp_path).stdout.decode().splitlines()
     assert [line.split(":")[:3] for line in concise] == [["m.py", "3", "6"], ["m.py", "4", "5"]]

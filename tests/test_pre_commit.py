@@ -33,7 +33,8 @@ def test_hooks_honour_exclude_and_check_notebooks(tmp_path):
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
 
     git("init", "-q")
-    (repo / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["legacy/"]\n')
+    # unsafe-fixes: BUGGY's fix (FDV101) is unsafe, and the hook applies only safe ones unless configured.
+    (repo / "pyproject.toml").write_text('[tool.fixdev]\nexclude = ["legacy/"]\nunsafe-fixes = true\n')
     git("add", ".")
     git("commit", "-qm", "init")
     (repo / "legacy").mkdir()

@@ -33,7 +33,8 @@ def tree(tmp_path_factory):
     for name, source in CASES.items():
         (root / f"{name}.py").write_text(source)
         (root / "original" / f"{name}.py").write_text(source)
-    applied = run_fixdev("--apply", "--no-cache", "--exclude", "original", ".", cwd=root)
+    # --unsafe-fixes: some cases are about unsafe fixes (FDV101 takes x's dtype).
+    applied = run_fixdev("--apply", "--unsafe-fixes", "--no-cache", "--exclude", "original", ".", cwd=root)
     checked = run_fixdev("--check", "--no-cache", "--output-format", "concise", ".", cwd=root / "original")
     for run in (applied, checked):
         assert b"Traceback" not in run.stderr, run.stderr.decode()

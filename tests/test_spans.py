@@ -104,7 +104,7 @@ def test_a_statement_libcst_does_not_reproduce_falls_back_to_the_whole_module():
 def test_a_form_feed_elsewhere_does_not_stop_a_finding():
     """Each statement a finding uses is checked where it stands, so a form feed
     opening another line no longer refuses the file; and --apply keeps it."""
-    engine = Engine(all_rules())
+    engine = Engine(all_rules(), unsafe_fixes=True)  # FDV101's fix is unsafe
     text = "import torch\n\n\x0cdef g():\n    pass\n\ndef f(x):\n    return torch.ones(x.shape)\n"
     (finding,) = engine.lint(text)
     assert text[finding.start : finding.end] == "torch.ones(x.shape)"
@@ -115,11 +115,12 @@ def test_a_form_feed_elsewhere_does_not_stop_a_finding():
 def test_the_cli_reports_positions_from_statements(tmp_path, fixdev):
     source = "import torch\n# größe ✓\n@dec(1)\ndef f(x):  # ü\n    if x:\n        pass\n    elif x.any():\n        return torch.ones(x.shape) + torch.zeros(x.size())\n"
     (tmp_path / "m.py").write_text(source, encoding="utf-8")
-    done = fixdev("--check", "--output-format", "concise", "m.py", cwd=tmp_path)
+    # --unsafe-fixes: FDV101's fix is unsafe ([*] marks what --apply applies).
+    done = fixdev("--check", "--unsafe-fixes", "--output-format", "concise", "m.py", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert done.stdout.decode().splitlines() == [
         "m.py:8:16: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form",
         "m.py:8:38: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form",
     ]
-    fixdev("--apply", "m.py", cwd=tmp_path)
+    fixdev("--apply", "--unsafe-fixes", "m.py", cwd=tmp_path)
     assert (tmp_path / "m.py").read_text(encoding="utf-8") == source.replace("torch.ones(x.shape)", "torch.ones_like(x)").replace("torch.zeros(x.size())", "torch.zeros_like(x)")

@@ -133,9 +133,12 @@ def _excluded(path: Path, is_dir: bool, exclude_spec: pathspec.PathSpec, exclude
     return spec.match_file(rel + ("/" if is_dir else "")) or spec.match_file(rel)
 
 
-def force_excluded(path: Path, excludes: Iterable[str] = (), exclude_root: Path | None = None, is_dir: bool = False) -> bool:
+def named_path_excluded(path: Path, excludes: Iterable[str] = (), exclude_root: Path | None = None, is_dir: bool = False) -> bool:
     """``--force-exclude``: a path named on the command line (or given as
-    ``--stdin-filename``) that a folder walk would have skipped."""
+    ``--stdin-filename``) that a folder walk would have skipped. (Its own name:
+    two merges each added a ``force_excluded`` with other parameters, and the
+    language server's, defined below, replaced this one, so ``discover`` and
+    the CLI called it with their arguments in the wrong places.)"""
     full = path.absolute()
     if full == (exclude_root or Path.cwd()).absolute() or not path.name:
         return False  # the folder the patterns are relative to is never its own match
@@ -179,7 +182,7 @@ def discover(paths: Iterable[Path], excludes: Iterable[str] = (), exclude_root: 
             # refused. One line, as a walked folder's unreadable file gets.
             yield Missing(given, f"cannot read: {exc.strerror or exc}")
             continue
-        if force_exclude and (is_file or is_dir) and force_excluded(given, excludes, exclude_root, is_dir):
+        if force_exclude and (is_file or is_dir) and named_path_excluded(given, excludes, exclude_root, is_dir):
             continue
         if is_file:
             if first_time(given):

@@ -19,7 +19,7 @@ from fixdev import __version__
 from fixdev.interfaces import output
 from fixdev.files import parallel
 from fixdev.files.config import ConfigError, nearest
-from fixdev.files.discovery import Missing, discover, force_excluded
+from fixdev.files.discovery import Missing, discover, named_path_excluded
 from fixdev.engine.findings import Finding, apply_edits
 from fixdev.engine.registry import SelectionError, all_rules, find_rule, matching
 from fixdev.files.runner import FileResult, Mode, Overrides, decode, process_file, process_text
@@ -276,7 +276,7 @@ def main_command(
         if len(paths) > 1:
             _fail("'-' (stdin) cannot be combined with other paths")
         name = Path(stdin_filename or "stdin.py")
-        if force_exclude and stdin_filename is not None and force_excluded(name, _words(exclude)):
+        if force_exclude and stdin_filename is not None and named_path_excluded(name, _words(exclude)):
             # As Ruff does: an editor piping an excluded file gets it back as it was.
             if mode is Mode.APPLY:
                 sys.stdout.buffer.write(sys.stdin.buffer.read())
