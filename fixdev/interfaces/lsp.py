@@ -14,14 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from fixdev import __version__
 from fixdev.engine.findings import Finding, apply_edits
 from fixdev.files.notebook import CellIndex, Notebook, NotebookError, is_notebook, split_code, synthetic
 from fixdev.files.runner import FileResult, Mode, Overrides, process_text
 from fixdev.engine.noqa import noqa_edit
-from fixdev.engine.registry import find_rule
+from fixdev.engine.registry import SelectionError, find_rule
 from fixdev.engine.source import LineIndex, Source, SyntaxLocation
+from fixdev.files.config import Settings, nearest
 from fixdev.files.discovery import force_excluded
 from fixdev.interfaces.lsp_text import Positions, apply_change
 
@@ -41,6 +43,72 @@ def _range(text: str, encoding: str, start: int, end: int):
     positions = _positions(text, encoding)
     (line, character), (end_line, end_character) = positions.position(start), positions.position(end)
     return lsp.Range(start=lsp.Position(line=line, character=character), end=lsp.Position(line=end_line, character=end_character))
+
+
+EDITOR_FIRST, FILESYSTEM_FIRST = "editorFirst", "filesystemFirst"
+
+
+class EditorSettingsError(ValueError):
+    """Editor settings of the wrong shape, or naming no rule fixdev knows."""
+
+
+@dataclass(frozen=True)
+class EditorSettings:
+    """What the editor says (``initializationOptions``, then each
+    ``workspace/didChangeConfiguration``): ``select``, ``ignore`` and
+    ``unsafeFixes`` as the command line's ``--select``, ``--ignore`` and
+    ``--[no-]unsafe-fixes``, and which wins against ``[tool.fixdev]``.
+
+    ``configurationPreference`` is Ruff's: ``editorFirst`` (the default) lays
+    the editor's settings over the file's, as flags over it on the command
+    line; ``filesystemFirst`` uses them only for a file that no
+    ``pyproject.toml`` with a ``[tool.fixdev]`` table governs."""
+
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool | None = None
+    preference: str = EDITOR_FIRST
+
+    @classmethod
+    def parse(cls, options: Any) -> "EditorSettings":
+        """From a client's JSON: ``{"select": [...], ...}`` or that under a
+        ``"fixdev"`` key (a ``workspace/didChangeConfiguration`` sends the
+        section by name). Absent or null keys keep fixdev's own."""
+        if options is None:
+            return cls()
+        if not isinstance(options, dict):
+            raise EditorSettingsError(f"settings must be an object, not {type(options).__name__}")
+        if isinstance(options.get("fixdev"), dict):
+            options = options["fixdev"]
+
+        def words(key: str) -> tuple[str, ...] | None:
+            value = options.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, list) or not all(isinstance(word, str) for word in value):
+                raise EditorSettingsError(f"fixdev.{key} must be a list of rule codes, prefixes, names or groups")
+            return tuple(value)
+
+        unsafe = options.get("unsafeFixes")
+        if unsafe is not None and not isinstance(unsafe, bool):
+            raise EditorSettingsError("fixdev.unsafeFixes must be true, false or null")
+        preference = options.get("configurationPreference") or EDITOR_FIRST
+        if preference not in (EDITOR_FIRST, FILESYSTEM_FIRST):
+            raise EditorSettingsError(f"fixdev.configurationPreference must be {EDITOR_FIRST!r} or {FILESYSTEM_FIRST!r}, not {preference!r}")
+        # An empty select list in a settings UI means "not set", not "no rule".
+        settings = cls(select=words("select") or None, ignore=words("ignore") or (), unsafe_fixes=unsafe, preference=preference)
+        try:  # an unknown rule is told now, once, not as an error on every file
+            settings.overrides(None).apply(Settings(root=Path.cwd())).rules()
+        except SelectionError as exc:
+            raise EditorSettingsError(f"fixdev.select / fixdev.ignore: {exc}") from None
+        return settings
+
+    def overrides(self, path: Path | None) -> Overrides:
+        """The overrides for one file: none under ``filesystemFirst`` when a
+        ``[tool.fixdev]`` table governs it."""
+        if self.preference == FILESYSTEM_FIRST and path is not None and nearest(path.absolute().parent).source is not None:
+            return Overrides()
+        return Overrides(select=self.select, ignore=self.ignore, unsafe_fixes=self.unsafe_fixes)
 
 
 def _span(text: str, encoding: str, range_) -> tuple[int, int]:
@@ -125,6 +193,18 @@ def serve() -> None:
     # with LSP's line breaks.
     texts: dict[str, str] = {}
     results: dict[tuple[str, Mode], tuple[str, FileResult | None]] = {}  # the last analysis of each document's text
+    editor = [EditorSettings()]  # replaced whole by each settings message
+
+    def configure(options: Any) -> bool:
+        """Take the editor's settings; on bad ones keep the last good ones and
+        say so where the user sees it (a log line would go unread)."""
+        try:
+            editor[0] = EditorSettings.parse(options)
+        except EditorSettingsError as exc:
+            server.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"fixdev: {exc}"))
+            return False
+        results.clear()  # analysed under the old settings
+        return True
 
     def encoding() -> str:
         """The position encoding pygls chose from the client's offered list
@@ -182,7 +262,7 @@ def serve() -> None:
         if cached is not None and cached[0] == text:
             return cached[1]
         path = path or Path("untitled.py")
-        result = process_text(path, Source.from_text(text), mode, Overrides())
+        result = process_text(path, Source.from_text(text), mode, editor[0].overrides(path))
         if not (result.error and result.syntax_error is not None and not is_notebook(path)):
             result = checked(path, result)
         results[(uri, mode)] = (text, result)
@@ -211,7 +291,7 @@ def serve() -> None:
         if not is_notebook(path):
             path = path.with_name(path.name + ".ipynb")
         source = Source.from_text(synthetic([(kind, cell.text) for kind, cell in cells]))
-        result = checked(path, process_text(path, source, mode, Overrides()))
+        result = checked(path, process_text(path, source, mode, editor[0].overrides(path)))
         return _Placement(notebook.uri, source.text, result, [cell for _, cell in cells]) if result else None
 
     def placement(uri: str, mode: Mode) -> _Placement | None:
@@ -285,6 +365,27 @@ def serve() -> None:
             per_cell.setdefault(uri, []).append(diagnostic(text, finding, start, end))
         for uri, diagnostics in per_cell.items():
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+
+    init_options: list[Any] = [None]
+
+    @server.feature(lsp.INITIALIZE)
+    def initialize(params: lsp.InitializeParams) -> None:
+        init_options[0] = params.initialization_options
+
+    @server.feature(lsp.INITIALIZED)
+    def initialized(params: lsp.InitializedParams) -> None:
+        # Taken here, not in initialize: a message to the user (bad settings)
+        # may only follow the answer to initialize, and nothing is analysed
+        # before initialized anyway.
+        configure(init_options[0])
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(params: lsp.DidChangeConfigurationParams) -> None:
+        # null settings is a pull client's "ask me" (workspace/configuration),
+        # not "back to the defaults": the settings stay as they are.
+        if params.settings is not None and configure(params.settings):
+            for uri in list(texts):  # cells included: publish finds their notebook
+                publish(uri)
 
     @server.feature(lsp.NOTEBOOK_DOCUMENT_DID_OPEN)
     def notebook_did_open(params: lsp.DidOpenNotebookDocumentParams) -> None:
