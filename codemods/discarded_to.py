@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 CONVERSIONS = frozenset({"to", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool"})
 MOVES_ONLY = frozenset({"cpu", "cuda"})  # conversions that change only the device
+DEVICE_TYPES = frozenset({"cpu", "cuda", "mps", "xpu", "hpu", "npu", "xla", "meta"})
 
 
 class DiscardedTo(Rule):
@@ -127,7 +128,7 @@ class DiscardedTo(Rule):
             return
         target = self.code_of(receiver)
         fix = [self.insert(self.span(call)[0], f"{target} = ")]
-        self.report(call, fix=fix, fix_message=f"Assign the result back to `{target}`", unsafe=not _moves_only(call))
+        self.report(call, fix=fix, fix_message=f"Assign the result back to `{target}`", unsafe=not _moves_only(self, call))
 
     def _is_layer_weight(self, receiver: cst.BaseExpression) -> bool:
         """``<module>.weight`` / ``.bias``: a parameter of a layer."""
@@ -144,14 +145,22 @@ class DiscardedTo(Rule):
         return all(type(p) is SameAs and p.text in params for p in value.placements)
 
 
-def _moves_only(call: cst.Call) -> bool:
-    """``x.cpu()`` or ``x.to(d)`` with a single argument that is not a dtype
-    (``torch.float16``, ``x.dtype``): the fix then changes only the device."""
+def _moves_only(rule: Rule, call: cst.Call) -> bool:
+    """``x.cpu()``, or ``x.to(d)`` whose one argument is shown to be a device
+    (a device string, ``y.device``, a value the flow shows is a device): the
+    fix then changes only the device. Anything else may be a dtype
+    (``x.to(orig_dtype)``, ``x.to(other)``): the fix is then unsafe."""
     method = call.func.attr.value
     if method in MOVES_ONLY:
         return True
-    if method != "to" or len(call.args) != 1 or call.args[0].keyword not in (None,) and call.args[0].keyword.value != "device":
+    if method != "to" or len(call.args) != 1:
         return False
-    value = call.args[0].value
-    spelled = analysis.last_name(value)
-    return spelled not in ("dtype",) and not (spelled or "").startswith(("float", "half", "bfloat", "int", "long", "bool", "double", "complex", "uint"))
+    arg = call.args[0]
+    if arg.keyword is not None:
+        return arg.keyword.value == "device"
+    value = arg.value
+    if isinstance(value, cst.SimpleString):
+        return value.evaluated_value.split(":")[0] in DEVICE_TYPES
+    if isinstance(value, cst.Attribute) and value.attr.value == "device":
+        return True
+    return analysis.what_of(rule, value) is What.DEVICE

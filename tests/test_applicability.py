@@ -105,3 +105,15 @@ def test_each_rule_with_unsafe_fixes_says_so_in_its_fix_safety():
         section = doc.split("## Fix safety", 1)[1].split("##", 1)[0] if "## Fix safety" in doc else ""
         if rule.fix_applicability == "unsafe":
             assert "unsafe" in section, f"{rule.code}: its fixes are unsafe, its Fix safety must say so"
+
+
+def test_a_dropped_move_is_safe_only_when_its_argument_is_a_device(tmp_path: Path) -> None:
+    # discarded-to: `x.to(orig_dtype)` made effective changes the dtype (unsafe;
+    # a real rewrite on timm was marked safe); `x.to(device)` only the device.
+    (tmp_path / "m.py").write_text(
+        "import torch\n\n\ndef f(x, orig_dtype, device):\n    y = x.float()\n    y.to(orig_dtype)\n    y.to(device)\n"
+        "    y.to(x.device)\n    y.half()\n    return y\n"
+    )
+    items = json.loads(run_fixdev("--check", "--select", "FDV106", "--output-format", "json", "m.py", cwd=tmp_path).stdout)
+    by_line = {item["location"]["row"]: item["fix"]["applicability"] for item in items}
+    assert by_line == {6: "unsafe", 7: "safe", 8: "safe", 9: "unsafe"}
