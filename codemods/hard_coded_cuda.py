@@ -398,7 +398,9 @@ class HardCodedCuda(Rule):
     work without CUDA and are left alone.
 
     ## When it stays silent
-    Under a check that CUDA is in use: `if torch.cuda.is_available():`, an
+    For a `device="cuda"` default of a private module function (`_get_pixels`)
+    that every use in the file calls with the device given: the default never
+    runs. Under a check that CUDA is in use: `if torch.cuda.is_available():`, an
     `args.cuda` / `use_gpu` flag, `x.is_cuda`, `device.type == "cuda"`,
     `device != "cpu"`, `c and x.to("cuda")`, a flag the function sets to
     `True` only under such a test (`if arg.is_cuda: need_sync = True`), after `assert
@@ -450,6 +452,8 @@ class HardCodedCuda(Rule):
         )
 
     VALID = [
+        # a private helper's default that every call overrides never runs
+        "import torch\n\n\ndef _pixels(n, device='cuda'):\n    return torch.zeros(n, device=device)\n\n\ndef fill(n, device):\n    return _pixels(n, device=device)\n",
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
         'import torch\nif torch.cuda.is_available():\n    x = torch.ones(3).to("cuda")\n    torch.cuda.synchronize()\n',
         'import torch\ndef f(x):\n    if x.is_cuda:\n        torch.cuda.synchronize()\n    return x\n',
@@ -558,8 +562,40 @@ class HardCodedCuda(Rule):
             return
         if param.annotation is not None and "int" in analysis.words_of(param.annotation.annotation):
             return  # `device: int | str | torch.device = "cuda"`: a GPU index or "cuda", torch.cuda's own API
+        if isinstance(func, cst.FunctionDef) and self._default_never_used(func, param):
+            return
         # a default is evaluated where the def runs, in the scope around it
         self._choice(node, func if func is not None else param, silent_at=param)
+
+    def _default_never_used(self, func: cst.FunctionDef, param: cst.Param) -> bool:
+        """A private function of the module (``_get_pixels``) whose every use
+        in the file is a call that passes the parameter: the default never
+        runs, so it cannot fail (a report would be a false alarm)."""
+        name = func.name.value
+        if not name.startswith("_") or name.startswith("__") or analysis.of(self).enclosing(func, (cst.FunctionDef, cst.ClassDef)) is not None:
+            return False
+        params = func.params
+        positional = [*params.posonly_params, *params.params]
+        index = next((i for i, p in enumerate(positional) if p is param), None)
+        calls = uses = 0
+        stack: list[cst.CSTNode] = [self.context.module]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name:
+                calls += 1
+                args = node.args
+                if any(a.star for a in args):
+                    return False  # *args / **kwargs: whether it is passed is not shown
+                given = any(a.keyword is not None and a.keyword.value == param.name.value for a in args)
+                given = given or (index is not None and sum(a.keyword is None for a in args) > index)
+                if not given:
+                    return False
+            elif isinstance(node, cst.Name) and node.value == name:
+                uses += 1
+            stack.extend(child_nodes(node))
+        # every mention is a call's name or the definition's own: nothing
+        # passes the function elsewhere, where the default might run
+        return calls > 0 and uses == calls + 1
 
     def _handles_devices(self, func: cst.FunctionDef, name: str) -> bool:
         """The function looks at the device it is given (``if device ==
