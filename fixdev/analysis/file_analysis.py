@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
 import libcst as cst
 
@@ -245,6 +245,7 @@ class FileAnalysis:
         self._context = context
         self._parents = context.parents()
         self._module_classes: set[cst.ClassDef] | None = None
+        self._indexes: dict[int, tuple] = {}  # id(body) -> (body, its table); the body kept so its id is not reused
 
     # -- basic facts ---------------------------------------------------------------
 
@@ -270,6 +271,18 @@ class FileAnalysis:
         """The call whose span is ``text[start:end]``, for rules that find
         sites in ``ast`` (whose call spans exclude enclosing parentheses)."""
         return self._context.spans().call_at(start, end)
+
+    def index_in(self, body: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int:
+        """``body.index(statement)`` (libcst's nodes are equal by identity),
+        from a table made once per body: asked once per fix, a search of the
+        body made a module of n findings cost n²."""
+        entry = self._indexes.get(id(body))
+        if entry is None:
+            entry = self._indexes[id(body)] = (body, {id(node): i for i, node in enumerate(body)})
+        found = entry[1].get(id(statement))
+        if found is None:
+            raise ValueError(f"{type(statement).__name__} is not in the body")
+        return found
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         while node is not None and not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
