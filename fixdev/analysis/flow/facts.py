@@ -808,7 +808,7 @@ class FileFlow:
             module = self.index.module
             inner = scope.kind != "module"
             reach = self.cache[key] = Reach(self, scope, run, self._main(module) if inner else None, self._prepass(module) if inner else None)
-        return reach.device(statement)
+        return reach.device(self, statement)
 
     def _statement_of(self, scope: Scope, node: ast.AST) -> ast.stmt | None:
         """The innermost statement of ``scope`` that holds ``node``."""

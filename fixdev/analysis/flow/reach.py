@@ -153,7 +153,9 @@ class Reach:
     run and prepass state) are None for the module itself."""
 
     def __init__(self, flow, scope, run, module_run, module_state: dict | None) -> None:
-        self.flow, self.scope, self.run = flow, scope, run
+        # the flow is not kept: the flow's cache holds this object, and a
+        # cycle would leave the file's trees to the cycle collector
+        self.scope, self.run = scope, run
         # The candidates that do not come from the state, in the order the
         # answer considers them (the first of the lowest rank wins), each with
         # what it needs of the state: ("absent", key), ("reach", root) or None.
@@ -205,9 +207,9 @@ class Reach:
         self._extras = tuple(sorted(extras))
         self._watcher: _Every | None = None
 
-    def device(self, statement: ast.stmt) -> str | None:
+    def device(self, flow, statement: ast.stmt) -> str | None:
         """Source text of the device in reach at ``statement``, or None."""
-        state = self._state_at(statement)
+        state = self._state_at(flow, statement)
         scope = self.scope
         best: tuple[int, str] | None = None
         for name, value in state.items():
@@ -239,18 +241,18 @@ class Reach:
             return value is not None and not value.flags & MAYBE_UNBOUND
         return self.outside[root]
 
-    def _state_at(self, statement: ast.stmt) -> dict:
+    def _state_at(self, flow, statement: ast.stmt) -> dict:
         """The part of the state at ``statement`` the answer reads (all of it
         where only a run of its own can tell)."""
         if self._watcher is None:
             run = self.run
             self._watcher = _Every(self._extras)
-            Run(self.flow, self.scope, run.params, record=False, summaries=True, in_init=run.in_init, watch=self._watcher).run()
+            Run(flow, self.scope, run.params, record=False, summaries=True, in_init=run.in_init, watch=self._watcher).run()
         watcher = self._watcher
         if statement in watcher.revisited:
             run = self.run
             alone = Single(statement)
-            Run(self.flow, self.scope, run.params, record=False, summaries=True, in_init=run.in_init, watch=alone).run()
+            Run(flow, self.scope, run.params, record=False, summaries=True, in_init=run.in_init, watch=alone).run()
             return alone.watched or {}
         found = watcher.parts.get(statement)
         if found is not None:
