@@ -21,6 +21,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Seque
 
 import libcst as cst
 
+from fixdev.engine import budget
 from fixdev.engine.findings import Edit, Finding, apply_edits
 from fixdev.engine.registry import load
 from fixdev.engine.rule import RuleContext, Screening
@@ -276,6 +277,8 @@ class Engine:
             rules = [rule for rule in rules if rule.screen(screening)]
             if not rules:
                 return []
+        if tree is not None:
+            budget.check(tree, text)  # before libcst's tree, which takes most of a file's memory
         module = _libcst_parse(text, cpython_error)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, shared=shared, project=project, tree=tree)
