@@ -9,10 +9,11 @@ worker, no cache, on a fresh copy of the file:
 - ``fixdev --no-cache -j 1 --check --output-format json FILE``,
 - ``fixdev --no-cache -j 1 --apply FILE``,
 
-and prints seconds, peak memory of the process (MB) and the exit code; the
-first line of what it printed to stderr (a refused file's error) is shown.
-A file whose cost grows faster than its findings shows here: each row is also
-given per thousand findings.
+and prints seconds (wall), CPU seconds (user and system: on a busy machine
+the wall time mostly measures the wait for a CPU), peak memory of the
+process (MB) and the exit code; the first line of what it printed to stderr
+(a refused file's error) is shown. A file whose cost grows faster than its
+findings shows here: CPU time is also given per thousand findings.
 
 ``--calibrate FILE ...`` measures instead what the memory budget
 (``fixdev/engine/budget.py``) rests on: for each file, its ast nodes (as the
@@ -50,7 +51,8 @@ except subprocess.TimeoutExpired as exc:
     code, out, err = "timeout", exc.stdout or b"", exc.stderr or b""
 elapsed = time.perf_counter() - start
 sys.stdout.buffer.write(err)
-sys.stdout.write(f"\\n@@ {elapsed:.3f} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss} {code}\\n")
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stdout.write(f"\\n@@ {elapsed:.3f} {usage.ru_utime + usage.ru_stime:.3f} {usage.ru_maxrss} {code}\\n")
 """
 MODES = {
     "check": ["--check"],
@@ -63,14 +65,14 @@ def generate(lines: int) -> str:
     return "import torch\n\n" + "".join(f"x{i} = torch.zeros(3).cuda()\n" for i in range(lines))
 
 
-def measured(args: list[str], cwd: Path, env: dict, timeout: float) -> tuple[float, float, str, str]:
-    """(seconds, peak MB of the fixdev process, exit code, first line of stderr)"""
+def measured(args: list[str], cwd: Path, env: dict, timeout: float) -> tuple[float, float, float, str, str]:
+    """(seconds, CPU seconds, peak MB of the fixdev process, exit code, first line of stderr)"""
     command = [sys.executable, "-m", "fixdev", "--no-cache", "-j", "1", *args]
     done = subprocess.run([sys.executable, "-c", MEASURE, str(timeout), *command], cwd=cwd, env=env, capture_output=True, text=True)
     err, _, tail = done.stdout.rpartition("@@ ")
-    seconds, kib, code = tail.split()
+    seconds, cpu, kib, code = tail.split()
     first = next((line for line in err.splitlines() if line.strip()), "")
-    return float(seconds), int(kib) / 1024, code, first
+    return float(seconds), float(cpu), int(kib) / 1024, code, first
 
 
 def environment(source: Path | None) -> dict:
@@ -83,8 +85,8 @@ def environment(source: Path | None) -> dict:
 
 def bench(sizes: list[int], modes: list[str], baseline: Path | None, timeout: float) -> None:
     runs = [("this fixdev", None)] + ([("baseline", baseline)] if baseline else [])
-    print("| fixdev | findings | mode | seconds | peak MB | s per 1,000 | exit | stderr |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | --- | --- |")
+    print("| fixdev | findings | mode | seconds | CPU seconds | CPU s per 1,000 | peak MB | exit | stderr |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |")
     with tempfile.TemporaryDirectory() as work:
         work_dir = Path(work)
         for size in sizes:
@@ -93,9 +95,9 @@ def bench(sizes: list[int], modes: list[str], baseline: Path | None, timeout: fl
                 for title, source in runs:
                     path = work_dir / f"gen{size}.py"
                     path.write_text(text)
-                    seconds, peak, code, first = measured([*MODES[mode], path.name], work_dir, environment(source), timeout)
+                    seconds, cpu, peak, code, first = measured([*MODES[mode], path.name], work_dir, environment(source), timeout)
                     shown = first if len(first) < 90 else first[:87] + "..."
-                    print(f"| {title} | {size:,} | {' '.join(MODES[mode])} | {seconds:.1f} | {peak:.0f} | {seconds / size * 1000:.2f} | {code} | {shown} |", flush=True)
+                    print(f"| {title} | {size:,} | {' '.join(MODES[mode])} | {seconds:.1f} | {cpu:.1f} | {cpu / size * 1000:.2f} | {peak:.0f} | {code} | {shown} |", flush=True)
 
 
 def calibrate(files: list[Path], timeout: float) -> None:
@@ -108,7 +110,7 @@ def calibrate(files: list[Path], timeout: float) -> None:
         work_dir = Path(work)
         small = work_dir / "small.py"
         small.write_text("import torch\nx = torch.zeros(3).cuda()\n")
-        base = {mode: measured([*MODES[mode], small.name], work_dir, env, timeout)[1] for mode in ("check", "apply")}
+        base = {mode: measured([*MODES[mode], small.name], work_dir, env, timeout)[2] for mode in ("check", "apply")}
         print(f"a two-line file: --check {base['check']:.0f} MB, --apply {base['apply']:.0f} MB")
         print("| file | characters | nodes | --check MB | bytes per node | --apply MB | bytes per node |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -119,7 +121,7 @@ def calibrate(files: list[Path], timeout: float) -> None:
             for mode in ("check", "apply"):
                 copy = work_dir / file.name
                 shutil.copyfile(file, copy)
-                _, peak, _, _ = measured([*MODES[mode], copy.name], work_dir, env, timeout)
+                _, _, peak, _, _ = measured([*MODES[mode], copy.name], work_dir, env, timeout)
                 row += [f"{peak:.0f}", f"{(peak - base[mode]) * 2**20 / nodes:,.0f}"]
             print("| " + " | ".join(row) + " |", flush=True)
 
