@@ -203,12 +203,19 @@ def fixed_by_a_bare_move(flow: "FileFlow", name: str, origin) -> bool:
     scope = parents.get(origin)
     while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
         scope = parents.get(scope)
-    for statement in ast_walk(scope if scope is not None else flow.tree):
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and statement.lineno > origin.lineno:
-            func = statement.value.func
-            if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and isinstance(func.value, ast.Name) and func.value.id == name:
-                return True
-    return False
+    scope = scope if scope is not None else flow.tree
+    # the last line of each name's bare moves in the scope, found once (a walk
+    # of the scope per finding made a file of n findings cost n²)
+    key = ("bare moves", scope)
+    moves = flow.cache.get(key)
+    if moves is None:
+        moves = flow.cache[key] = {}
+        for statement in ast_walk(scope):
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                func = statement.value.func
+                if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and isinstance(func.value, ast.Name):
+                    moves[func.value.id] = max(moves.get(func.value.id, 0), statement.lineno)
+    return moves.get(name, 0) > origin.lineno
 
 
 def last_name(node: cst.CSTNode) -> str | None:
