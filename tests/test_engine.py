@@ -479,3 +479,52 @@ def test_a_fix_round_asks_about_conflicts_in_proportion_to_its_fixes(monkeypatch
 
     fewer = conflicts(100)
     assert conflicts(200) <= 2 * fewer + 10
+
+
+def _many_findings(copies: int) -> str:
+    """Each rule's kind of finding, ``copies`` times over (issue 26's generated
+    file held only ``.cuda()`` calls)."""
+    lines = ["import torch", "", "model = torch.nn.Linear(3, 3).cuda()", ""]
+    for i in range(copies):
+        lines += [
+            f"a{i} = torch.zeros(3).cuda()",
+            f"b{i} = torch.load('w{i}.pt')",
+            f"c{i} = model(torch.ones(2, 3))",
+            f"d{i} = model(a{i}).numpy()",
+            f"e{i} = torch.zeros(3, device='cuda')",
+            f"f{i} = torch.cuda.FloatTensor(3)",
+            f"g{i} = torch.zeros(a{i}.shape)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_files_cost_grows_in_proportion_to_its_findings():
+    """Every Python call made to lint a file, counted: twice the findings must
+    cost at most about twice the calls (walks of the whole module per finding
+    in load-map-location, the flow's bare moves and hard-coded-cuda's checks
+    made them grow as n²). Counted, not timed."""
+    import sys
+
+    engine = Engine(all_rules())
+
+    def calls(copies: int) -> tuple[int, int]:
+        text = _many_findings(copies)
+        engine.lint(text)  # imports and first-use caches out of the count
+        count = 0
+
+        def profile(frame, event, arg):
+            nonlocal count
+            if event == "call":
+                count += 1
+
+        sys.setprofile(profile)
+        try:
+            findings = engine.lint(text)
+        finally:
+            sys.setprofile(None)
+        return count, len(findings)
+
+    fewer, found = calls(40)
+    more, found_more = calls(80)
+    assert found >= 6 * 40 and found_more - 1 == 2 * (found - 1)  # the model line is one
+    assert more <= 2.1 * fewer
