@@ -88,18 +88,32 @@ def _exits(block: cst.BaseSuite) -> bool:
     return isinstance(last, cst.Expr) and isinstance(last.value, cst.Call) and analysis.last_name(last.value.func) in _EXITS
 
 
-def _checked_before(statement: cst.CSTNode, block: cst.CSTNode) -> bool:
+def _checked_before(facts: "FileAnalysis", statement: cst.CSTNode, block: cst.CSTNode) -> bool:
     """An earlier statement of ``block`` asserts CUDA, or leaves when it is
-    missing (``if not torch.cuda.is_available(): return``)."""
-    for earlier in block.body:
-        if earlier is statement:
-            return False
+    missing (``if not torch.cuda.is_available(): return``). The block's first
+    such statement is found once: read up to each finding's statement, a
+    module of n findings cost n²."""
+    memo = facts.shared.setdefault("hard-coded-cuda first check", {})
+    entry = memo.get(id(block))
+    if entry is None:
+        entry = memo[id(block)] = (block, _first_check(block.body))  # the block kept, so its id is not reused
+    first = entry[1]
+    if first is None:
+        return False
+    try:
+        return first < facts.index_in(block.body, statement)
+    except ValueError:  # not one of the block's statements: every statement is earlier
+        return True
+
+
+def _first_check(body) -> int | None:
+    for i, earlier in enumerate(body):
         if isinstance(earlier, cst.SimpleStatementLine):
             if any(isinstance(s, cst.Assert) and analysis.cuda_test(s.test, True) for s in earlier.body):
-                return True
+                return i
         elif isinstance(earlier, cst.If) and analysis.cuda_test(earlier.test, False) and _exits(earlier.body):
-            return True
-    return False
+            return i
+    return None
 
 
 def _mentions_cuda(node: cst.CSTNode) -> bool:
@@ -135,7 +149,7 @@ def guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
                 return True
         if isinstance(current, cst.Try) and child is current.body and any(_catches_missing_cuda(h) for h in current.handlers):
             return True
-        if isinstance(current, (cst.IndentedBlock, cst.Module)) and _checked_before(child, current):
+        if isinstance(current, (cst.IndentedBlock, cst.Module)) and _checked_before(facts, child, current):
             return True
         if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
             if _CUDA_DESIGN_WORD.search(current.name.value.lower()) or any(_mentions_cuda(d) for d in current.decorators):

@@ -26,7 +26,7 @@ def _feeds_load_state_dict(facts: "analysis.FileAnalysis", call: cst.Call) -> bo
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
         name = parent.targets[0].target.value
         scope = facts.enclosing(call, cst.FunctionDef) or facts.module
-        uses = [n for n in _names(scope, name) if n is not parent.targets[0].target]
+        uses = [n for n in _names(facts, scope).get(name, ()) if n is not parent.targets[0].target]
         if uses and all(_is_load_state_dict_argument(facts, use) for use in uses):
             return True
         # a checkpoint dict read by key, its weights going into load_state_dict:
@@ -40,17 +40,22 @@ def _feeds_load_state_dict(facts: "analysis.FileAnalysis", call: cst.Call) -> bo
     return _is_load_state_dict_argument(facts, call)
 
 
-def _names(node: cst.CSTNode, name: str) -> list[cst.Name]:
-    """Every ``Name`` node spelled ``name`` under ``node``."""
-    found, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            if current.value == name:
-                found.append(current)
-            continue
-        stack.extend(child_nodes(current))
-    return found
+def _names(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> dict[str, list[cst.Name]]:
+    """Every ``Name`` node under ``node``, by spelling: walked once per scope
+    (walked once per load, a file of n loads cost n²)."""
+    memo = facts.shared.setdefault("load-map-location names", {})
+    entry = memo.get(id(node))
+    if entry is None:
+        found: dict[str, list[cst.Name]] = {}
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, cst.Name):
+                found.setdefault(current.value, []).append(current)
+                continue
+            stack.extend(child_nodes(current))
+        entry = memo[id(node)] = (node, found)  # the node kept, so its id is not reused
+    return entry[1]
 
 
 def _is_load_state_dict_argument(facts: "analysis.FileAnalysis", value: cst.BaseExpression) -> bool:

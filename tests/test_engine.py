@@ -399,3 +399,138 @@ def rest(x):
     assert {f.name for f in findings} >= {"unmoved-input", "numpy-on-device", "load-map-location", "cuda-call"}
     assert fixed.applied
     assert left == []
+
+
+def _overlaps_by_scan(edit: Edit, taken: list[Edit]) -> bool:
+    """What a fix round asks of its taken edits, asked of each in turn."""
+    for other in taken:
+        if edit == other:
+            continue
+        if edit.start < other.end and other.start < edit.end:
+            return True
+        if edit.start == edit.end == other.start == other.end:
+            return True
+        if edit.start == edit.end and other.start < edit.start < other.end:
+            return True
+        if other.start == other.end and edit.start < other.start < edit.end:
+            return True
+    return False
+
+
+def _map_back_by_walk(offset: int, edits: list[Edit], end: bool = False) -> int:
+    delta = 0
+    for edit in edits:
+        new_start = edit.start + delta
+        new_end = new_start + len(edit.content)
+        if offset < new_start:
+            break
+        if offset < new_end:
+            return edit.end if end and offset > new_start else edit.start
+        if offset == new_end:
+            return edit.end
+        delta += len(edit.content) - (edit.end - edit.start)
+    return offset - delta
+
+
+def test_a_rounds_taken_edits_and_shifts_answer_as_a_scan_and_a_walk_would():
+    """``_Taken`` asks only the edits near a new one, ``_Round`` maps back by
+    bisection (a round of n fixes in n log n): the answers are the scan's
+    and the walk's, on random rounds with insertions, touching edits and
+    replacements."""
+    import random
+
+    from fixdev.engine.core import _Round, _Taken
+
+    chance = random.Random(26)
+    for _ in range(2000):
+        scanned: list[Edit] = []
+        taken = _Taken()
+        for _ in range(chance.randint(1, 25)):
+            start = chance.randint(0, 50)
+            edit = Edit(start, start + chance.choice([0, 0, 1, 2, 6]), chance.choice(["", "a", "bcd"]))
+            overlaps = _overlaps_by_scan(edit, scanned)
+            assert taken.overlaps(edit) == overlaps, (edit, scanned)
+            if not overlaps:
+                if edit not in scanned:
+                    scanned.append(edit)
+                taken.add(edit)
+        assert taken.edits == scanned
+        edits = sorted(scanned)
+        shift = _Round(edits)
+        for offset in range(80):
+            for end in (False, True):
+                assert shift.back(offset, end) == _map_back_by_walk(offset, edits, end)
+
+
+def test_a_fix_round_asks_about_conflicts_in_proportion_to_its_fixes(monkeypatch):
+    """Each new fix was checked against every edit taken before it: n² checks
+    for a file of n fixes. Counted, not timed."""
+    from fixdev.engine import core
+
+    asked = {"conflicts": 0}
+    conflict = core._conflict
+
+    def counted(edit, other):
+        asked["conflicts"] += 1
+        return conflict(edit, other)
+
+    monkeypatch.setattr(core, "_conflict", counted)
+
+    def conflicts(lines: int) -> int:
+        asked["conflicts"] = 0
+        text = "import torch\n\n" + "".join(f"x{i} = torch.zeros(3).cuda()\n" for i in range(lines))
+        outcome = ALL.fix(text)
+        assert len(outcome.applied) >= lines
+        return asked["conflicts"]
+
+    fewer = conflicts(100)
+    assert conflicts(200) <= 2 * fewer + 10
+
+
+def _many_findings(copies: int) -> str:
+    """Each rule's kind of finding, ``copies`` times over (issue 26's generated
+    file held only ``.cuda()`` calls)."""
+    lines = ["import torch", "", "model = torch.nn.Linear(3, 3).cuda()", ""]
+    for i in range(copies):
+        lines += [
+            f"a{i} = torch.zeros(3).cuda()",
+            f"b{i} = torch.load('w{i}.pt')",
+            f"c{i} = model(torch.ones(2, 3))",
+            f"d{i} = model(a{i}).numpy()",
+            f"e{i} = torch.zeros(3, device='cuda')",
+            f"f{i} = torch.cuda.FloatTensor(3)",
+            f"g{i} = torch.zeros(a{i}.shape)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_files_cost_grows_in_proportion_to_its_findings():
+    """Every Python call made to lint a file, counted: twice the findings must
+    cost at most about twice the calls (walks of the whole module per finding
+    in load-map-location, the flow's bare moves and hard-coded-cuda's checks
+    made them grow as n²). Counted, not timed."""
+    import sys
+
+    engine = Engine(all_rules())
+
+    def calls(copies: int) -> tuple[int, int]:
+        text = _many_findings(copies)
+        engine.lint(text)  # imports and first-use caches out of the count
+        count = 0
+
+        def profile(frame, event, arg):
+            nonlocal count
+            if event == "call":
+                count += 1
+
+        sys.setprofile(profile)
+        try:
+            findings = engine.lint(text)
+        finally:
+            sys.setprofile(None)
+        return count, len(findings)
+
+    fewer, found = calls(40)
+    more, found_more = calls(80)
+    assert found >= 6 * 40 and found_more - 1 == 2 * (found - 1)  # the model line is one
+    assert more <= 2.1 * fewer

@@ -1310,3 +1310,41 @@ def test_strings_and_comments_are_found_as_the_tokenizer_finds_them(text: str) -
     from fixdev.analysis.flow.mentions import STRINGS_AND_COMMENTS
 
     assert [m.span() for m in STRINGS_AND_COMMENTS.finditer(text)] == _literals_by_tokenizer(text)
+
+
+def test_the_device_in_reach_costs_one_run_per_scope_however_many_fixes_ask(monkeypatch):
+    """A generated file of n ``.cuda()`` lines asks ``device_at`` n times
+    (issue 26: 45,000 lines ran 12 minutes). Each answer once re-ran the
+    interpreter over the whole module: n runs of n statements. Counted, not
+    timed: twice the findings must be the same runs and at most twice the
+    statements interpreted."""
+    from fixdev.analysis.flow import interpreter
+    from fixdev.engine.core import Engine
+    from fixdev.engine.registry import all_rules
+
+    counts = {"runs": 0, "statements": 0}
+    run, block = interpreter.Run.run, interpreter.Run.block
+
+    def counted_run(self):
+        counts["runs"] += 1
+        return run(self)
+
+    def counted_block(self, statements, state):
+        counts["statements"] += len(statements)
+        return block(self, statements, state)
+
+    monkeypatch.setattr(interpreter.Run, "run", counted_run)
+    monkeypatch.setattr(interpreter.Run, "block", counted_block)
+    engine = Engine(all_rules())
+
+    def work(lines: int) -> tuple[int, int]:
+        counts.update(runs=0, statements=0)
+        text = "import torch\n\n" + "".join(f"x{i} = torch.zeros(3).cuda()\n" for i in range(lines))
+        findings = engine.lint(text)
+        assert sum(f.name == "cuda-call" for f in findings) == lines
+        return counts["runs"], counts["statements"]
+
+    runs, statements = work(100)
+    more_runs, more_statements = work(200)
+    assert more_runs == runs
+    assert more_statements <= 2 * statements

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
 import libcst as cst
 
@@ -204,12 +204,19 @@ def fixed_by_a_bare_move(flow: "FileFlow", name: str, origin) -> bool:
     scope = parents.get(origin)
     while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
         scope = parents.get(scope)
-    for statement in ast_walk(scope if scope is not None else flow.tree):
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) and statement.lineno > origin.lineno:
-            func = statement.value.func
-            if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and isinstance(func.value, ast.Name) and func.value.id == name:
-                return True
-    return False
+    scope = scope if scope is not None else flow.tree
+    # the last line of each name's bare moves in the scope, found once (a walk
+    # of the scope per finding made a file of n findings cost n²)
+    key = ("bare moves", scope)
+    moves = flow.cache.get(key)
+    if moves is None:
+        moves = flow.cache[key] = {}
+        for statement in ast_walk(scope):
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                func = statement.value.func
+                if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and isinstance(func.value, ast.Name):
+                    moves[func.value.id] = max(moves.get(func.value.id, 0), statement.lineno)
+    return moves.get(name, 0) > origin.lineno
 
 
 def last_name(node: cst.CSTNode) -> str | None:
@@ -246,6 +253,7 @@ class FileAnalysis:
         self._context = context
         self._parents = context.parents()
         self._module_classes: set[cst.ClassDef] | None = None
+        self._indexes: dict[int, tuple] = {}  # id(body) -> (body, its table); the body kept so its id is not reused
 
     # -- basic facts ---------------------------------------------------------------
 
@@ -271,6 +279,18 @@ class FileAnalysis:
         """The call whose span is ``text[start:end]``, for rules that find
         sites in ``ast`` (whose call spans exclude enclosing parentheses)."""
         return self._context.spans().call_at(start, end)
+
+    def index_in(self, body: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int:
+        """``body.index(statement)`` (libcst's nodes are equal by identity),
+        from a table made once per body: asked once per fix, a search of the
+        body made a module of n findings cost n²."""
+        entry = self._indexes.get(id(body))
+        if entry is None:
+            entry = self._indexes[id(body)] = (body, {id(node): i for i, node in enumerate(body)})
+        found = entry[1].get(id(statement))
+        if found is None:
+            raise ValueError(f"{type(statement).__name__} is not in the body")
+        return found
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         while node is not None and not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):

@@ -30,6 +30,9 @@ look, so it counts as used.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import islice
+
 import libcst as cst
 
 from fixdev.analysis import file_analysis as analysis
@@ -136,8 +139,12 @@ class _Walk:
         block = self.facts.parent(line)
         if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or not isinstance(block, (cst.IndentedBlock, cst.Module)):
             return False
-        body = list(block.body)
-        result = self._block(body[body.index(line) + 1 :], name)
+        # only the later statements that read the name: each finding reading
+        # every statement after its binding made a module of n findings cost n²
+        body = block.body
+        later = _readers(self.facts, block).get(name, [])
+        start = bisect_right(later, self.facts.index_in(body, line))
+        result = self._block((body[i] for i in islice(later, start, None)), name)
         if result is MOVED:
             return True
         # never read unmoved: fine where the name dies with the function
@@ -247,3 +254,33 @@ def _reads(node: cst.CSTNode, name: str) -> list[cst.Name]:
 
 def _mentions(node: cst.CSTNode, name: str) -> bool:
     return bool(_reads(node, name))
+
+
+def _readers(facts, block: cst.CSTNode) -> dict[str, list[int]]:
+    """Name → the indexes, in order, of the statements of ``block`` that read
+    it (as ``_reads`` finds reads), made once per block."""
+    memo = facts.shared.setdefault("moved readers", {})
+    entry = memo.get(id(block))
+    if entry is None:
+        readers: dict[str, list[int]] = {}
+        for i, statement in enumerate(block.body):
+            for name in _read_names(statement):
+                readers.setdefault(name, []).append(i)
+        entry = memo[id(block)] = (block, readers)  # the block kept, so its id is not reused
+    return entry[1]
+
+
+def _read_names(node: cst.CSTNode) -> set[str]:
+    """The names ``_reads`` would find read in ``node``."""
+    found, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        elif isinstance(current, cst.Arg):
+            stack.append(current.value)
+        elif isinstance(current, cst.Name):
+            found.add(current.value)
+        else:
+            stack.extend(child_nodes(current))
+    return found

@@ -55,7 +55,7 @@ def _statement(facts: "FileAnalysis", node: cst.CSTNode) -> cst.CSTNode | None:
 def _position_in_block(facts: "FileAnalysis", statement: cst.CSTNode) -> tuple[cst.CSTNode, int] | None:
     block = facts.parent(statement)
     if isinstance(block, (cst.Module, cst.IndentedBlock)):
-        return block, block.body.index(statement)
+        return block, facts.index_in(block.body, statement)
     return None
 
 
@@ -72,7 +72,7 @@ def dominates(facts: "FileAnalysis", binding: cst.CSTNode, use: cst.CSTNode) -> 
     while current is not None:
         parent = facts.parent(current)
         if parent is block:
-            return block.body.index(current) > index
+            return facts.index_in(block.body, current) > index
         current = parent
     return False
 
@@ -83,7 +83,7 @@ def top_level_index(facts: "FileAnalysis", node: cst.CSTNode) -> int:
     while True:
         parent = facts.parent(current)
         if parent is None or isinstance(parent, cst.Module):
-            return facts.module.body.index(current)
+            return facts.index_in(facts.module.body, current)
         current = parent
 
 
@@ -346,7 +346,7 @@ def bound_when_run(facts: "FileAnalysis", binding: cst.CSTNode, use: cst.CSTNode
     statement = _statement(facts, binding)
     if statement is None or facts.parent(statement) is not facts.module or not in_function(facts, use):
         return False
-    return facts.module.body.index(statement) <= first_call_into_file(facts)
+    return facts.index_in(facts.module.body, statement) <= first_call_into_file(facts)
 
 
 def existing_device(facts: "FileAnalysis", node: cst.CSTNode, module_level: bool = True) -> str | None:
@@ -584,7 +584,7 @@ def define_device(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode) -> tup
         return _function_definition(rule, facts, node, name)
     torch = unconditional_torch(facts)
     if torch is not None:
-        index = _end_of_import_run(facts, facts.module, facts.module.body.index(torch.statement))
+        index = _end_of_import_run(facts, facts.module, facts.index_in(facts.module.body, torch.statement))
         return _module_definition(rule, facts, node, index, [_definition(name, torch.alias)], name)
     if not imports_torch_anywhere(facts):
         index = after_leading_imports(facts)

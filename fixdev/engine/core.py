@@ -14,12 +14,14 @@ import dataclasses
 import gc
 import re
 import warnings
+from bisect import bisect_left, bisect_right, insort
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
+from fixdev.engine import budget
 from fixdev.engine.findings import Edit, Finding, apply_edits
 from fixdev.engine.registry import load
 from fixdev.engine.rule import RuleContext, Screening
@@ -118,19 +120,51 @@ def syntax_check(text: str) -> None:
         _libcst_parse(text, error)
 
 
-def _overlaps(edit: Edit, taken: Sequence[Edit]) -> bool:
-    for other in taken:
-        if edit == other:
-            continue
-        if edit.start < other.end and other.start < edit.end:
-            return True
-        if edit.start == edit.end == other.start == other.end:
-            return True  # two different insertions at one point: order would be a guess
-        if edit.start == edit.end and other.start < edit.start < other.end:
-            return True
-        if other.start == other.end and edit.start < other.start < edit.end:
-            return True
+def _conflict(edit: Edit, other: Edit) -> bool:
+    if edit == other:
+        return False
+    if edit.start < other.end and other.start < edit.end:
+        return True
+    if edit.start == edit.end == other.start == other.end:
+        return True  # two different insertions at one point: order would be a guess
+    if edit.start == edit.end and other.start < edit.start < other.end:
+        return True
+    if other.start == other.end and edit.start < other.start < edit.end:
+        return True
     return False
+
+
+class _Taken:
+    """The edits a round has taken, in order, none in conflict with another.
+    Sorted by (start, end), such edits also have their ends in order, so only
+    those touching a new edit's span are asked about it (``_conflict`` needs
+    ``other.start <= edit.end`` and ``other.end >= edit.start``): a round of n
+    fixes costs n log n, not n² as a scan of every taken edit per fix did."""
+
+    def __init__(self) -> None:
+        self.edits: list[Edit] = []  # in the order taken
+        self._sorted: list[Edit] = []
+        self._ends: list[int] = []
+        self._seen: set[Edit] = set()
+
+    def overlaps(self, edit: Edit) -> bool:
+        ordered = self._sorted
+        i = bisect_right(ordered, edit.end, key=lambda e: e.start)
+        while i > 0:
+            i -= 1
+            other = ordered[i]
+            if other.end < edit.start:
+                break
+            if _conflict(edit, other):
+                return True
+        return False
+
+    def add(self, edit: Edit) -> None:
+        if edit in self._seen:
+            return
+        self._seen.add(edit)
+        self.edits.append(edit)
+        insort(self._sorted, edit, key=lambda e: (e.start, e.end))
 
 
 _MARKER = re.compile(r"#.*?(?:noqa|fixdev:)", re.IGNORECASE)
@@ -243,6 +277,8 @@ class Engine:
             rules = [rule for rule in rules if rule.screen(screening)]
             if not rules:
                 return []
+        if tree is not None:
+            budget.check(tree, text)  # before libcst's tree, which takes most of a file's memory
         module = _libcst_parse(text, cpython_error)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, shared=shared, project=project, tree=tree)
@@ -275,14 +311,14 @@ class Engine:
         """Apply fixes until none is left; ``approve`` may veto each one.
         ``triggered`` is ``lint``'s, for ``text`` (a fixed text's triggers are tried again)."""
         outcome = FixOutcome(text)
-        rounds: list[list[Edit]] = []  # the edits of each round, as applied
+        rounds: list[_Round] = []  # the edits of each round, as applied
         # A declined fix stays declined for the run. Other fixes move it (and
         # may rewrite text around it) between rounds, so it is known by its
         # rule and its span in the original text, which do not change.
         declined: set[tuple[str, int, int]] = set()
         for round_number in range(MAX_ROUNDS):
             findings = self.lint(outcome.text, project, triggers, triggered if round_number == 0 else None)
-            taken: list[Edit] = []
+            taken = _Taken()
             chosen: list[Finding] = []
             # Findings that share one fix (two names one inserted line moves)
             # take the answer given for it: asked once, applied or declined together.
@@ -301,25 +337,26 @@ class Engine:
                     else:
                         declined.add(key)
                     continue
-                if any(_overlaps(edit, taken) for edit in finding.fix.edits):
+                if any(taken.overlaps(edit) for edit in finding.fix.edits):
                     continue
                 answered[edits] = approve is None or approve(outcome.text, finding)
                 if not answered[edits]:
                     declined.add(key)
                     continue
-                taken.extend(edit for edit in finding.fix.edits if edit not in taken)
+                for edit in finding.fix.edits:
+                    taken.add(edit)
                 chosen.append(finding)
             if not chosen:
                 outcome.remaining = findings
                 outcome.remaining_in_original = [_in_original(finding, rounds) for finding in findings]
                 return outcome
-            applied_edits = [_with_newline(edit, outcome.text) for edit in taken]
+            applied_edits = [_with_newline(edit, outcome.text) for edit in taken.edits]
             new_text = apply_edits(outcome.text, applied_edits)
             self._check_parses(outcome.text, new_text, chosen)
             outcome.text = new_text
             # Applied findings are reported in the original text's terms.
             outcome.applied.extend(_in_original(finding, rounds) for finding in chosen)
-            rounds.append(sorted(applied_edits))
+            rounds.append(_Round(sorted(applied_edits)))
         raise FixConflictError(f"fixes did not settle after {MAX_ROUNDS} rounds; nothing written")
 
     def _check_parses(self, old: str, new: str, chosen: Sequence[Finding]) -> None:
@@ -354,29 +391,46 @@ def _no_cycle_collection() -> Iterator[None]:
         gc.enable()
 
 
-def _map_back(offset: int, edits: Sequence[Edit], end: bool = False) -> int:
-    """An offset in the text after ``edits`` → the offset in the text before
-    them. A point inside new content maps to the replaced text's start, or,
-    for the ``end`` of a span, to its end: a span reaching into rewritten text
-    maps to a span covering what was rewritten."""
-    delta = 0
-    for edit in edits:
-        new_start = edit.start + delta
-        new_end = new_start + len(edit.content)
+class _Round:
+    """One round's edits (sorted, none overlapping), with where each edit's
+    content starts and ends in the new text and the shift before it, made
+    once: an offset is mapped back by bisection (the first edit whose new end
+    is at or after it decides), so placing a round's n findings costs n log n,
+    not n² as a walk over the round's edits per finding did."""
+
+    def __init__(self, edits: Sequence[Edit]) -> None:
+        self.edits = edits
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.deltas: list[int] = []  # the shift before each edit
+        delta = 0
+        for edit in edits:
+            self.deltas.append(delta)
+            self.starts.append(edit.start + delta)
+            self.ends.append(edit.start + delta + len(edit.content))
+            delta += len(edit.content) - (edit.end - edit.start)
+        self.delta = delta
+
+    def back(self, offset: int, end: bool = False) -> int:
+        """An offset in the text after the edits → the offset in the text before
+        them. A point inside new content maps to the replaced text's start, or,
+        for the ``end`` of a span, to its end: a span reaching into rewritten
+        text maps to a span covering what was rewritten."""
+        k = bisect_left(self.ends, offset)
+        if k == len(self.edits):
+            return offset - self.delta
+        edit, new_start = self.edits[k], self.starts[k]
         if offset < new_start:
-            break
-        if offset < new_end:
+            return offset - self.deltas[k]
+        if offset < self.ends[k]:
             return edit.end if end and offset > new_start else edit.start
-        if offset == new_end:
-            return edit.end
-        delta += len(edit.content) - (edit.end - edit.start)
-    return offset - delta
+        return edit.end
 
 
-def _in_original(finding: Finding, rounds: Sequence[Sequence[Edit]]) -> Finding:
+def _in_original(finding: Finding, rounds: Sequence[_Round]) -> Finding:
     def back(offset: int, end: bool = False) -> int:
-        for edits in reversed(rounds):
-            offset = _map_back(offset, edits, end)
+        for shift in reversed(rounds):
+            offset = shift.back(offset, end)
         return offset
 
     if not rounds:

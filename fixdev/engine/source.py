@@ -41,6 +41,11 @@ class SourceError(Exception):
         self.syntax = syntax
 
 
+class TooLargeError(SourceError):
+    """The file's predicted memory is over the budget (``fixdev.engine.budget``);
+    libcst did not parse it."""
+
+
 @dataclass(frozen=True)
 class Source:
     text: str  # decoded, without the BOM

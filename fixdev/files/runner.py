@@ -18,7 +18,7 @@ from fixdev.engine.findings import Finding
 from fixdev.files.notebook import CellError, Notebook, NotebookError, is_notebook
 from fixdev.files.notebook import decode as decode_notebook
 from fixdev.engine.registry import SelectionError
-from fixdev.engine.source import Source, SourceError, SyntaxLocation
+from fixdev.engine.source import Source, SourceError, SyntaxLocation, TooLargeError
 from fixdev.files.writer import WriteError, write_atomic
 
 
@@ -204,6 +204,8 @@ def process_text(
         # (the words themselves were checked when read): said once per configuration.
         where = settings.source if settings is not None and settings.source is not None else "fixdev"
         result.error, result.error_is_config = f"{where}: error: with the command-line flags, {exc}", True
+    except TooLargeError as exc:
+        result.error = str(exc)  # not cached: the limit may differ next time (FIXDEV_MAX_NODES)
     except SourceError as exc:
         result.error, result.syntax_error = str(exc), exc.syntax
         if entry is not None:

@@ -12,11 +12,12 @@ from fixdev.analysis.flow.interpreter import Run
 from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH
 from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, HOST, Instance, MAYBE_UNBOUND, NOTHING, NO_PLACES, PENDING, Parts, SCALAR_VALUE, SameAs, UNKNOWN, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, apart, capped, parts_depth, host_loader, kinds_of, position_of, settled_origins, join
 from fixdev.analysis.flow.mentions import Mentions, header_expressions, is_parenthesized
+from fixdev.analysis.flow.reach import Reach
 from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.told import Evidence
 from fixdev.analysis.flow.syntax import chain_of, root_of, ast_walk
-from fixdev.analysis.flow.sources import flag_places_a_module, meets, source_chains
-from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
+from fixdev.analysis.flow.sources import meets, source_chains
+from fixdev.analysis.flow.vocabulary import DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
 from fixdev.analysis.flow.classes import ClassFacts, naming
 from fixdev.analysis.flow import evidence
 
@@ -833,68 +834,14 @@ class FileFlow:
         return None
 
     def _device_in_reach(self, scope: Scope, run: Run, statement: ast.stmt) -> str | None:
-        state = self._state_at(scope, run, statement)
-        candidates: list[tuple[int, str]] = []
-
-        def consider(rank: int, text: str, value: Value) -> None:
-            host, device, _ = kinds_of(value)
-            candidates.append((rank + (0 if device else 4) + (0 if root_of(text) in DEVICE_NAMES or text.rsplit(".", 1)[-1] in DEVICE_NAMES else 1), text))
-
-        for name, value in state.items():
-            if value.what is not What.DEVICE or value.flags & MAYBE_UNBOUND:
-                continue
-            root = root_of(name)
-            if "." not in name and scope.counts.get(name, 0) != 1:
-                continue
-            if "." in name and (state.get(root) is None and root != scope.self_name):
-                continue
-            consider(0, name, value)
-        if scope.cls is not None and scope.self_name == "self":
-            attribute = self.classes.attributes(scope.cls).get("device")
-            if attribute is not None and attribute.what is What.DEVICE and "self.device" not in state:
-                consider(0, "self.device", attribute)
-        module_run = self._main(self.index.module) if scope.kind != "module" else None
-        sources = [(run, False)] + ([(module_run, True)] if module_run is not None else [])
-        for source, global_only in sources:
-            for node, value in source.values.items():
-                if type(node) is not ast.Attribute or value.what is not What.DEVICE or type(node.ctx) is not ast.Load:
-                    continue
-                chain = chain_of(node)
-                if chain is None or root_of(chain) not in CONFIG_NAMES:
-                    continue
-                if global_only and self.scope_home(scope, root_of(chain)) is not self.index.tree:
-                    continue
-                if self._in_reach(scope, state, root_of(chain)):
-                    consider(2, chain, value)
-        if scope.kind != "module":
-            module_state = self._prepass(self.index.module)
-            for name, value in module_state.items():
-                if value.what is What.DEVICE and "." not in name and self.index.module.counts.get(name, 0) == 1 and self.scope_home(scope, name) is self.index.tree:
-                    consider(8, name, value)
-        flags = list(run.flag_tests)
-        if module_run is not None:
-            flags += [t for t in module_run.flag_tests if self.scope_home(scope, root_of(chain_of(t))) is self.index.tree]
-        for test in flags:
-            chain = chain_of(test)
-            if chain is not None and self._in_reach(scope, state, root_of(chain)) and flag_places_a_module(self, chain):
-                candidates.append((16, f'"cuda" if {chain} else "cpu"'))
-        if not candidates:
-            return None
-        return min(candidates, key=lambda c: c[0])[1]
-
-    def _in_reach(self, scope: Scope, state: dict, root: str) -> bool:
-        if root in scope.locals:
-            value = state.get(root)
-            return value is not None and not value.flags & MAYBE_UNBOUND
-        home = self.scope_home(scope, root)
-        return home is self.index.tree and self.index.module.counts.get(root, 0) >= 1
-
-    def _state_at(self, scope: Scope, run: Run, statement: ast.stmt) -> dict:
-        key = ("state", statement)
-        if key not in self.cache:
-            watcher = Run(self, scope, run.params, record=False, summaries=True, in_init=run.in_init, watch=statement).run()
-            self.cache[key] = watcher.watched or {}
-        return self.cache[key]
+        # one Reach (one watched run) per scope, however many fixes ask
+        key = ("reach", scope.node)
+        reach = self.cache.get(key)
+        if reach is None:
+            module = self.index.module
+            inner = scope.kind != "module"
+            reach = self.cache[key] = Reach(self, scope, run, self._main(module) if inner else None, self._prepass(module) if inner else None)
+        return reach.device(self, statement)
 
     def _statement_of(self, scope: Scope, node: ast.AST) -> ast.stmt | None:
         """The innermost statement of ``scope`` that holds ``node``."""
@@ -904,19 +851,27 @@ class FileFlow:
         found = None
         while blocks:
             body = blocks.pop()
-            for statement in body:
-                start = position_of(statement)
-                if start <= position and end <= (statement.end_lineno, statement.end_col_offset):
-                    found = statement
-                    if type(statement) in FUNCTION_DEFS or type(statement) is ast.ClassDef:
-                        blocks = []
-                        break
-                    blocks = [getattr(statement, f) for f in ("body", "orelse", "finalbody") if getattr(statement, f, None)]
-                    for handler in getattr(statement, "handlers", ()):
-                        blocks.append(handler.body)
-                    for case in getattr(statement, "cases", ()):
-                        blocks.append(case.body)
+            # a block's statements stand in order and do not overlap: only the
+            # last one starting at or before ``node`` can hold it (found by
+            # bisection: a scan per fix made a module of n fixes cost n²)
+            i = bisect.bisect_right(self._statement_starts(body), position) - 1
+            statement = body[i] if i >= 0 else None
+            if statement is not None and end <= (statement.end_lineno, statement.end_col_offset):
+                found = statement
+                if type(statement) in FUNCTION_DEFS or type(statement) is ast.ClassDef:
                     break
+                blocks = [getattr(statement, f) for f in ("body", "orelse", "finalbody") if getattr(statement, f, None)]
+                for handler in getattr(statement, "handlers", ()):
+                    blocks.append(handler.body)
+                for case in getattr(statement, "cases", ()):
+                    blocks.append(case.body)
+        return found
+
+    def _statement_starts(self, body: list[ast.stmt]) -> list[tuple[int, int]]:
+        key = ("starts", id(body))
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = [position_of(s) for s in body]
         return found
 
     # -- offsets ----------------------------------------------------------------------------
@@ -960,12 +915,19 @@ class FileFlow:
                 return at
             at = end
 
+    def _top_lines(self) -> list[int]:
+        """The line each top-level statement starts on, made once."""
+        found = self.cache.get("top lines")
+        if found is None:
+            found = self.cache["top lines"] = [s.lineno for s in self.tree.body]
+        return found
+
     def _spans_near(self, offset: int) -> dict:
         """Expressions of the top-level statement holding ``offset``, by span."""
         starts = self._starts()
         line = bisect.bisect_right(starts, offset) - 1
         body = self.tree.body
-        i = bisect.bisect_right([s.lineno for s in body], line) - 1
+        i = bisect.bisect_right(self._top_lines(), line) - 1
         if i < 0:
             return {}
         statement = body[i]

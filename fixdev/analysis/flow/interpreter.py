@@ -27,7 +27,7 @@ class Run:
     for the module-level prepass that gives functions their globals)."""
 
     # flow: the file's FileFlow (facts.py, which imports this module).
-    def __init__(self, flow: "FileFlow", scope: Scope, params: dict[str, Value], *, record: bool, summaries: bool, in_init: bool = False, depth: int = 0, watch: ast.stmt | None = None) -> None:
+    def __init__(self, flow: "FileFlow", scope: Scope, params: dict[str, Value], *, record: bool, summaries: bool, in_init: bool = False, depth: int = 0, watch=None) -> None:
         self.flow = flow
         self.index = flow.index
         self.scope = scope
@@ -35,8 +35,10 @@ class Run:
         self.summaries = summaries
         self.in_init = in_init
         self.depth = depth
+        # watch: what sees the state at each statement (reach.Single or reach's
+        # watcher of every statement), and the kind of state it needs kept
         self.watch = watch
-        self.watched: dict | None = None
+        self._tracked = watch.tracked if watch is not None else None
         self.values: dict[ast.AST, Value] = {}
         self.sinks: dict[tuple, Sink] = {}
         self.returns: Value | None = None
@@ -60,7 +62,18 @@ class Run:
             self.ev = self._ev_told
 
     def join(self, a: dict | None, b: dict | None) -> dict | None:
-        return join_states(a, b, self._untracked)
+        joined = join_states(a, b, self._untracked)
+        if self._tracked is not None and joined is not None and joined is not a and joined is not b:
+            joined = self._tracked(joined)
+        return joined
+
+    def copy(self, state: dict) -> dict:
+        """A copy of ``state`` for a branch (of the kind the watcher needs)."""
+        return dict(state) if self._tracked is None else self._tracked(state)
+
+    def own(self, state: dict) -> dict:
+        """``state``, made by hand, as a state of this run."""
+        return state if self._tracked is None else self._tracked(state)
 
     def _untracked(self, chain: str) -> Value:
         """What ``self.x`` holds where this run has not assigned it: the class's facts."""
@@ -73,7 +86,7 @@ class Run:
 
     def run(self) -> "Run":
         node = self.scope.node
-        state = dict(self.params)
+        state = self.copy(self.params)
         if self.record and self.scope.kind == "function":
             args = node.args
             for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
@@ -91,11 +104,12 @@ class Run:
 
     def block(self, statements: list[ast.stmt], state: dict | None) -> dict | None:
         handlers = _STATEMENTS
+        watch = self.watch
         for statement in statements:
             if state is None:
                 return None
-            if statement is self.watch:
-                self.watched = self.join(self.watched, dict(state))
+            if watch is not None:
+                watch.at(self, statement, state, bool(self._loops))
             handler = handlers.get(type(statement))
             if handler is not None:
                 state = handler(self, statement, state)

@@ -50,7 +50,7 @@ def s_augassign(run, node: ast.AugAssign, state: dict) -> dict:
 def s_if(run, node: ast.If, state: dict) -> dict | None:
     run.ev(node.test, state)
     run.note_flag(node.test)
-    taken = run.block(node.body, dict(state))
+    taken = run.block(node.body, run.copy(state))
     skipped = run.block(node.orelse, state)
     return run.join(taken, skipped)
 
@@ -82,7 +82,7 @@ def loop(run, node: ast.AST, entry: dict, enter, forever: bool | None) -> dict |
     breaks: list = []
     for iteration in range(MAX_ITERATIONS + 1):
         run._loops.append(([], []))
-        end = run.block(node.body, enter(dict(head)))
+        end = run.block(node.body, enter(run.copy(head)))
         breaks, continues = run._loops.pop()
         back = end
         for other in continues:
@@ -92,14 +92,14 @@ def loop(run, node: ast.AST, entry: dict, enter, forever: bool | None) -> dict |
             break
         if iteration == MAX_ITERATIONS - 1:
             # widen: what still changes becomes unknown, then one more pass
-            new_head = {k: (v if head.get(k) == v else UNKNOWN_VALUE.but(flags=v.flags & MAYBE_UNBOUND)) for k, v in new_head.items()}
+            new_head = run.own({k: (v if head.get(k) == v else UNKNOWN_VALUE.but(flags=v.flags & MAYBE_UNBOUND)) for k, v in new_head.items()})
         head = new_head
     if forever:
         after = None
     else:
         if type(node) is ast.While:
             run.ev(node.test, head)
-        after = run.block(node.orelse, dict(head)) if node.orelse else head
+        after = run.block(node.orelse, run.copy(head)) if node.orelse else head
     for other in breaks:
         after = run.join(after, other)
     return after
@@ -120,7 +120,7 @@ def s_with(run, node: ast.With, state: dict) -> dict | None:
 
 
 def s_try(run, node: ast.Try, state: dict) -> dict | None:
-    before = dict(state)
+    before = run.copy(state)
     after_body = run.block(node.body, state)
     # an exception may come anywhere in the body: approximated by its start and end
     raised = run.join(before, after_body)
@@ -128,7 +128,7 @@ def s_try(run, node: ast.Try, state: dict) -> dict | None:
     for handler in node.handlers:
         if handler.type is not None:
             run.ev(handler.type, raised)
-        entered = dict(raised)
+        entered = run.copy(raised)
         if handler.name:
             entered[handler.name] = UNKNOWN_VALUE
         outcomes.append(run.block(handler.body, entered))
@@ -136,7 +136,7 @@ def s_try(run, node: ast.Try, state: dict) -> dict | None:
     for outcome in outcomes:
         after = run.join(after, outcome)
     if node.finalbody:
-        finished = run.block(node.finalbody, dict(after if after is not None else raised))
+        finished = run.block(node.finalbody, run.copy(after if after is not None else raised))
         return finished if after is not None else None
     return after
 
@@ -212,7 +212,7 @@ def s_match(run, node: ast.Match, state: dict) -> dict | None:
     run.ev(node.subject, state)
     after = state  # no case may match
     for case in node.cases:
-        entered = dict(state)
+        entered = run.copy(state)
         for sub in ast_walk(case.pattern):
             name = getattr(sub, "name", None) or getattr(sub, "rest", None)
             if isinstance(name, str):
