@@ -40,6 +40,28 @@ def source_chains(flow, scope: Scope, node: ast.AST) -> frozenset:
                 found.add(chain)
         return found
 
+    assigned = _assignments(flow, scope)
+    found = read(node)
+    pending = list(found)
+    while pending:
+        chain = pending.pop()
+        for value in assigned.get(chain, ()):
+            for more in read(value) - found:
+                found.add(more)
+                pending.append(more)
+    result = frozenset(found)
+    flow.cache[key] = result
+    return result
+
+
+def _assignments(flow, scope: Scope) -> dict[str, list[ast.AST]]:
+    """What each name or chain of ``scope`` is assigned (values, loop
+    iterables), found once per scope: asked once per moved value, a walk of
+    the whole scope each time made a file's cost grow with the square of its
+    findings."""
+    key = ("assignments", scope.node)
+    if key in flow.cache:
+        return flow.cache[key]
     assigned: dict[str, list[ast.AST]] = {}
     for statement in ast_walk(scope.node):
         if type(statement) in FUNCTION_DEFS and statement is not scope.node or type(statement) is ast.ClassDef:
@@ -55,17 +77,9 @@ def source_chains(flow, scope: Scope, node: ast.AST) -> frozenset:
             for sub in ast_walk(statement.target):
                 if type(sub) is ast.Name:
                     assigned.setdefault(sub.id, []).append(statement.iter)
-    found = read(node)
-    pending = list(found)
-    while pending:
-        chain = pending.pop()
-        for value in assigned.get(chain, ()):
-            for more in read(value) - found:
-                found.add(more)
-                pending.append(more)
-    result = frozenset(found)
-    flow.cache[key] = result
-    return result
+    flow.cache[key] = assigned
+    return assigned
+
 
 def meets(scope: Scope, node: ast.AST, statement: ast.stmt, chain: str) -> bool:
     """Whether the value ``node`` becomes once moved (``node.cuda()``,
