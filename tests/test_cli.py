@@ -708,3 +708,24 @@ def test_diff_piped_to_git_apply_gives_what_apply_writes(tmp_path, fixdev, where
         assert (repo / name).read_bytes() == (expected / name).read_bytes(), name
         assert (repo / name).read_bytes() != subprocess.run(["git", "show", f"HEAD:{name}"], cwd=repo, capture_output=True).stdout, name
     assert (repo / "sub" / "nb.ipynb").read_bytes() == notebook
+
+
+def test_statistics_counts_each_rules_findings(tmp_path, fixdev):
+    """``--statistics`` as Ruff prints it: a line a rule, the most frequent
+    first, ``[*]`` where ``--apply`` applies its fixes (like-factory's are
+    unsafe, so not without ``--unsafe-fixes``)."""
+    (tmp_path / "m.py").write_text(
+        "import torch\n\n\ndef f(x):\n    a = x.cuda()\n    b = x.cuda()\n    return a + b + torch.ones(x.shape)\n"
+    )
+    done = fixdev("--check", "--no-cache", "--statistics", "m.py", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.decode().splitlines() == ["2  FDV104  [*]  cuda-call", "1  FDV101       like-factory"]
+    unsafe = fixdev("--check", "--no-cache", "--statistics", "--unsafe-fixes", "m.py", cwd=tmp_path)
+    assert unsafe.stdout.decode().splitlines()[1] == "1  FDV101  [*]  like-factory"
+    as_json = json.loads(fixdev("--check", "--no-cache", "--statistics", "--output-format", "json", "m.py", cwd=tmp_path).stdout)
+    assert as_json == [
+        {"code": "FDV104", "name": "cuda-call", "count": 2, "fixable": 2},
+        {"code": "FDV101", "name": "like-factory", "count": 1, "fixable": 0},
+    ]
+    wrong = fixdev("--diff", "--statistics", "m.py", cwd=tmp_path)
+    assert wrong.returncode == 2 and b"--statistics goes with --check" in wrong.stderr

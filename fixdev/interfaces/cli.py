@@ -211,6 +211,7 @@ def main_command(
     extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", metavar="RULES", help="Rules to add to the selection."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES", help="Rules to leave out."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
+    statistics: bool = typer.Option(False, "--statistics", help="With --check: print the count of findings of each rule instead of the findings (json with --output-format json)."),
     unsafe_fixes: Optional[bool] = typer.Option(
         None, "--unsafe-fixes/--no-unsafe-fixes",
         help="Apply fixes that may change more than the device (dtype, RNG stream, state-dict keys); overrides [tool.fixdev] unsafe-fixes.",
@@ -287,6 +288,8 @@ def main_command(
         # meant to scan folders; scanning them would ignore what was piped.
         _fail("--stdin-filename goes with the path '-' (fixdev --stdin-filename NAME -)")
 
+    if statistics and (mode is not Mode.CHECK or output_format not in (Format.full, Format.concise, Format.json)):
+        _fail("--statistics goes with --check and the full, concise or json output format")
     ask = Interaction(use_color) if interactive else None
     results: list[FileResult] = []
     errors = 0
@@ -319,12 +322,14 @@ def main_command(
             progress.clear()
             typer.echo(output.cell_error_line(item, cell_error), err=True)
         results.append(result)
-        if (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
+        if not statistics and (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
             progress.clear()
             _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask), err_color=err_color)
 
     progress.clear()
-    if output_format in (Format.json, Format.github, Format.sarif):
+    if statistics:
+        typer.echo(output.statistics(results, output_format is Format.json), nl=False)
+    elif output_format in (Format.json, Format.github, Format.sarif):
         typer.echo(_machine_output([r for r in results if not r.error], output_format, exit_zero), nl=False)
     if not quiet:
         _summary(results, mode, errors)

@@ -364,3 +364,20 @@ def sarif(results: Iterable[FileResult]) -> str:
         ],
     }
     return json.dumps(log, indent=2) + "\n"
+
+
+def statistics(results: Iterable[FileResult], as_json: bool = False) -> str:
+    """``--statistics``, as Ruff prints it: one line a rule with findings,
+    the most frequent first (``   12  FDV104  [*]  cuda-call``; ``[*]`` when
+    ``--apply`` applies some of its fixes), or the same as JSON."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for result in results:
+        for finding in result.findings:
+            row = counts.setdefault((finding.code, finding.name), [0, 0])
+            row[0] += 1
+            row[1] += applicable(finding, result.unsafe_fixes)
+    rows = sorted(counts.items(), key=lambda item: (-item[1][0], item[0][0]))
+    if as_json:
+        return json.dumps([{"code": code, "name": name, "count": n, "fixable": fixable} for (code, name), (n, fixable) in rows], indent=2) + "\n"
+    width = max((len(str(n)) for _, (n, _) in rows), default=1)
+    return "".join(f"{n:>{width}}  {code}  {'[*]' if fixable else '   '}  {name}\n" for (code, name), (n, fixable) in rows)
