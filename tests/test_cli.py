@@ -729,3 +729,25 @@ def test_statistics_counts_each_rules_findings(tmp_path, fixdev):
     ]
     wrong = fixdev("--diff", "--statistics", "m.py", cwd=tmp_path)
     assert wrong.returncode == 2 and b"--statistics goes with --check" in wrong.stderr
+
+
+def test_add_noqa_suppresses_every_current_finding_where_it_is(tmp_path, fixdev):
+    """``--add-noqa`` as Ruff's: a ``# noqa: FDVxxx`` on each finding's line,
+    merged into an existing ``# noqa:``, after another comment, the file's
+    line endings kept; the next check finds nothing and a second run adds
+    nothing."""
+    path = tmp_path / "m.py"
+    path.write_bytes(
+        b"import torch\r\n\r\n\r\ndef f(x):\r\n    a = x.cuda()\r\n    b = x.cuda()  # keep\r\n"
+        b"    c = x.cuda()  # noqa: E501\r\n    return a + b + c\r\n"
+    )
+    done = fixdev("--add-noqa", "--no-cache", "m.py", cwd=tmp_path)
+    assert done.returncode == 0 and b"Added 3 noqa directives in 1 file." in done.stderr
+    assert path.read_bytes() == (
+        b"import torch\r\n\r\n\r\ndef f(x):\r\n    a = x.cuda()  # noqa: FDV104\r\n    b = x.cuda()  # keep  # noqa: FDV104\r\n"
+        b"    c = x.cuda()  # noqa: E501, FDV104\r\n    return a + b + c\r\n"
+    )
+    assert fixdev("--check", "--no-cache", "m.py", cwd=tmp_path).returncode == 0
+    again = fixdev("--add-noqa", "--no-cache", "m.py", cwd=tmp_path)
+    assert b"Added 0 noqa directives in 0 files." in again.stderr
+    assert fixdev("--add-noqa", "--diff", "m.py", cwd=tmp_path).returncode == 2

@@ -211,6 +211,7 @@ def main_command(
     extend_select: Optional[List[str]] = typer.Option(None, "--extend-select", metavar="RULES", help="Rules to add to the selection."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="RULES", help="Rules to leave out."),
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
+    add_noqa: bool = typer.Option(False, "--add-noqa", help="Add a # noqa: FDVxxx to the line of every current finding (merged into an existing # noqa:); notebooks are left out."),
     statistics: bool = typer.Option(False, "--statistics", help="With --check: print the count of findings of each rule instead of the findings (json with --output-format json)."),
     unsafe_fixes: Optional[bool] = typer.Option(
         None, "--unsafe-fixes/--no-unsafe-fixes",
@@ -288,6 +289,8 @@ def main_command(
         # meant to scan folders; scanning them would ignore what was piped.
         _fail("--stdin-filename goes with the path '-' (fixdev --stdin-filename NAME -)")
 
+    if add_noqa and (mode is not Mode.CHECK or statistics or interactive):
+        _fail("--add-noqa goes with --check (the default), not with --diff, --apply, -i or --statistics")
     if statistics and (mode is not Mode.CHECK or output_format not in (Format.full, Format.concise, Format.json)):
         _fail("--statistics goes with --check and the full, concise or json output format")
     ask = Interaction(use_color) if interactive else None
@@ -322,11 +325,13 @@ def main_command(
             progress.clear()
             typer.echo(output.cell_error_line(item, cell_error), err=True)
         results.append(result)
-        if not statistics and (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
+        if not statistics and not add_noqa and (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
             progress.clear()
             _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask), err_color=err_color)
 
     progress.clear()
+    if add_noqa:
+        raise typer.Exit(_add_noqa(results, errors))
     if statistics:
         typer.echo(output.statistics(results, output_format is Format.json), nl=False)
     elif output_format in (Format.json, Format.github, Format.sarif):
@@ -334,6 +339,28 @@ def main_command(
     if not quiet:
         _summary(results, mode, errors)
     raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+
+
+def _add_noqa(results: list[FileResult], errors: int) -> int:
+    """Suppress every current finding where it is; 0 when all went in (as
+    Ruff's --add-noqa), 2 when a file could not be written."""
+    from fixdev.files.add_noqa import add_noqa
+    from fixdev.files.writer import WriteError
+
+    added = files = 0
+    for result in results:
+        if result.error or not result.findings or result.code is not None:  # result.code: a notebook
+            continue
+        try:
+            count = add_noqa(result.path, result.original, result.findings)
+        except (OSError, SourceError, WriteError) as exc:
+            typer.echo(f"{output.display(result.path)}: error: {exc}", err=True)
+            errors += 1
+            continue
+        added += count
+        files += count > 0
+    typer.echo(f"Added {_plural(added, 'noqa directive')} in {_plural(files, 'file')}.", err=True)
+    return EXIT_ERROR if errors else EXIT_CLEAN
 
 
 def _machine_output(results: list[FileResult], fmt: Format, exit_zero: bool) -> str:
