@@ -346,18 +346,7 @@ def method(run, receiver: Value, name: str, receiver_node: ast.AST, node: ast.Ca
         state[chain] = container_value([elem], (), elem)
         return SCALAR_VALUE
     if type(receiver.ref) is Instance and not (receiver.ref.cls and what is What.MODULE):
-        function = run.flow.classes.method_of(receiver.ref.cls, name)
-        if function is not None:
-            if run.record:
-                run.note_call(node, positional, keywords, function, True)
-            if not run.summaries:
-                return UNKNOWN_VALUE
-            if run.in_init and receiver.ref == Instance(run.scope.cls) and run.depth < MAX_INLINE_DEPTH:
-                inlined = run.flow.inline(run, function, node, positional, keywords, state)
-                if inlined is not None:
-                    return inlined
-            return run.flow.apply_summary(run, function, node, positional, keywords, receiver, state)
-        return UNKNOWN_VALUE
+        return own_method(run, receiver, name, node, positional, keywords, state)
     if what is What.TENSOR or (what is What.UNKNOWN and receiver.places and receiver.places != UNKNOWN_PLACES and receiver.ref is None):
         return tensor_method(run, receiver, name, receiver_node, node, positional, keywords, state)
     if what is What.BATCH:
@@ -446,18 +435,25 @@ def module_method(run, module: Value, name: str, receiver_node: ast.AST, node: a
     if name == "forward":
         return call_module(run, module, node.func, node, state)
     if type(module.ref) is Instance:
-        function = run.flow.classes.method_of(module.ref.cls, name)
-        if function is not None:
-            if run.record:
-                run.note_call(node, positional, keywords, function, True)
-            if not run.summaries:
-                return UNKNOWN_VALUE
-            if run.in_init and module.ref == Instance(run.scope.cls) and run.depth < MAX_INLINE_DEPTH:
-                inlined = run.flow.inline(run, function, node, positional, keywords, state)
-                if inlined is not None:
-                    return inlined
-            return run.flow.apply_summary(run, function, node, positional, keywords, module, state)
+        return own_method(run, module, name, node, positional, keywords, state)
     return UNKNOWN_VALUE
+
+
+def own_method(run, receiver: Value, name: str, node: ast.Call, positional: list[Value], keywords: dict, state: dict) -> Value:
+    """``obj.name(...)`` for an instance of a class of this file: the call is
+    noted, inlined from ``__init__`` on its own instance, else its summary."""
+    function = run.flow.classes.method_of(receiver.ref.cls, name)
+    if function is None:
+        return UNKNOWN_VALUE
+    if run.record:
+        run.note_call(node, positional, keywords, function, True)
+    if not run.summaries:
+        return UNKNOWN_VALUE
+    if run.in_init and receiver.ref == Instance(run.scope.cls) and run.depth < MAX_INLINE_DEPTH:
+        inlined = run.flow.inline(run, function, node, positional, keywords, state)
+        if inlined is not None:
+            return inlined
+    return run.flow.apply_summary(run, function, node, positional, keywords, receiver, state)
 
 
 def move_in_place(run, module: Value, moved: Value, receiver_node: ast.AST, state: dict) -> None:
