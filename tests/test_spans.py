@@ -72,6 +72,25 @@ def test_statement_spans_are_the_whole_module_s(text):
     assert not fresh.whole
 
 
+@pytest.mark.parametrize("text", list(_texts()))
+def test_header_spans_asked_first_are_the_whole_module_s(text):
+    """A def's name, a loop's target, an if's test asked before anything else
+    of its statement: the header is positioned alone (a stub body in place of
+    the real one), and its spans are still the whole module's."""
+    context = _context(text)
+    spans = context.spans()
+    other = _context(text)
+    whole = other.metadata(CharSpanProvider)
+    order = context.index().order
+    twin = dict(zip(order, other.index().order))
+    compound = [n for n in order if isinstance(n, cst.BaseCompoundStatement)]
+    rest = [n for n in order if type(n) is not cst.Module and not isinstance(n, cst.BaseCompoundStatement)]
+    for node in rest + compound:  # headers are reached before their statements
+        span = spans[node]
+        assert not spans.whole, f"{type(node).__name__} was not found a statement at a time"
+        assert (span.start, span.length) == (whole[twin[node]].start, whole[twin[node]].length), type(node).__name__
+
+
 def test_nothing_is_positioned_until_asked():
     context = _context(SHAPES["deep"])
     calls = {cst.Module(body=()).code_for_node(n.func): n for n in context.index().order if type(n) is cst.Call}

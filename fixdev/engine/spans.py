@@ -87,6 +87,7 @@ class StatementSpans:
         self._known: dict[cst.CSTNode, CodeSpan] = {}
         self._calls: dict[tuple[int, int], cst.Call] = {}  # the calls of the statements positioned, by span
         self._done: set[cst.CSTNode] = set()  # block statements positioned so far
+        self._headers: set[cst.CSTNode] = set()  # compound statements whose header alone is positioned
         # Until the first question, nothing is known: a rule may never ask.
         self._starts: dict[cst.CSTNode, int] | None = None  # block statement -> where it starts
         self._statements_by_start: dict[int, cst.CSTNode] = {}  # elif statements too
@@ -105,7 +106,14 @@ class StatementSpans:
         if node is self._context.module:
             return CodeSpan(0, len(self._context.text))
         statement = self._block_statement(node)
-        if statement is None or not self._position(statement):
+        if statement is None:
+            return self.whole_file()[node]
+        if self._in_header(statement, node):
+            # a def's name, a loop's target, an if's test: its header alone
+            # is generated, not the whole (often long) body below it
+            if not self._position_header(statement) and not self._position(statement):
+                return self.whole_file()[node]
+        elif not self._position(statement):
             return self.whole_file()[node]
         found = self._known.get(node)
         return found if found is not None else self.whole_file()[node]
@@ -196,7 +204,64 @@ class StatementSpans:
             current = parent
         return None
 
+    def _in_header(self, statement: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """``node`` is in the header of the compound ``statement`` (decorators,
+        name, parameters, test, target, items): not in its body or ``else``."""
+        if type(statement) not in _HEADER_STUBBED or not isinstance(statement.body, cst.IndentedBlock) or node is statement:
+            return False
+        parents = self._context.parents()
+        child = node
+        while child is not None and parents.get(child) is not statement:
+            child = parents.get(child)
+        return child is not None and child is not statement.body and child is not getattr(statement, "orelse", None)
+
     # -- positioning one statement --------------------------------------------------
+
+    def _position_header(self, statement: cst.CSTNode) -> bool:
+        """Spans for the nodes of a compound statement's header, generated with
+        a one-line body in place of its own: the header's text is checked, and
+        its nodes get their spans, without generating the body. False when
+        they cannot be trusted (the caller then positions the whole statement)."""
+        if statement in self._done or statement in self._headers:
+            return True
+        if not self._index() or statement not in self._starts:
+            return False
+        context = self._context
+        text = context.text
+        start = self._starts[statement]
+        indent = text[line_start(text, start) : start]
+        module = context.module
+        stub_body = cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])], header=statement.body.header, indent=statement.body.indent)
+        changes = {"body": stub_body}
+        if getattr(statement, "orelse", None) is not None:
+            changes["orelse"] = None
+        try:
+            if indent.strip(" \t"):
+                raise cst.CSTValidationError("not an indent")
+            stub = statement.with_changes(**changes)
+            body = inside_block(stub, indent) if indent else stub
+            alone = cst.Module(body=[body], header=(), footer=(), default_indent=module.default_indent, default_newline=module.default_newline)
+        except cst.CSTValidationError:
+            return False
+        byte_spans = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider)
+        code = alone.code
+        spans = char_spans(code, byte_spans)
+        own = spans[stub]
+        shift = start - own.start
+        first = spans[stub.decorators[0]].start if getattr(stub, "decorators", None) else own.start
+        end = spans[stub_body].start  # just after the header's colon
+        source = self._source()
+        if code[first:end] != source[first + shift : end + shift]:
+            return False
+        made = {alone, stub, stub_body} if body is stub else {alone, body, body.body, stub, stub_body}
+        known, calls = self._known, self._calls
+        for node, span in spans.items():
+            if node not in made and first <= span.start and span.start + span.length <= end:
+                found = known[node] = CodeSpan(span.start + shift, span.length)
+                if type(node) is cst.Call:
+                    calls.setdefault((found.start, found.start + found.length), node)
+        self._headers.add(statement)
+        return True
 
     def _position(self, statement: cst.CSTNode) -> bool:
         """Spans for every node of ``statement``; False when they cannot be trusted."""
@@ -261,6 +326,10 @@ class StatementSpans:
 class _Disagree(Exception):
     """libcst's statements and CPython's do not pair up."""
 
+
+# Compound statements whose header is positioned alone (``_position_header``):
+# with a stub body (and no ``else``) the header generates as it stands.
+_HEADER_STUBBED = frozenset({cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With})
 
 _COMPOUND: dict[type, tuple[type, ...]] = {
     cst.If: (ast.If,),
