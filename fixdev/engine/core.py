@@ -21,7 +21,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Seque
 
 import libcst as cst
 
-from fixdev.engine import budget
+from fixdev.engine import budget, reparse
 from fixdev.engine.findings import Edit, Finding, apply_edits
 from fixdev.engine.registry import load
 from fixdev.engine.rule import RuleContext, Screening
@@ -46,7 +46,12 @@ def parse(text: str) -> cst.Module:
     return _libcst_parse(text, _cpython_syntax_error(text))
 
 
-def _libcst_parse(text: str, cpython_error: SyntaxError | None) -> cst.Module:
+def _libcst_parse(text: str, cpython_error: SyntaxError | None, tree: ast.Module | None = None) -> cst.Module:
+    cache = reparse.active()
+    if cache is not None and tree is not None:
+        module = cache.parse(parseable_text(text), tree)
+        if module is not None:
+            return module
     try:
         return cst.parse_module(parseable_text(text))
     except cst.ParserSyntaxError as exc:
@@ -279,7 +284,7 @@ class Engine:
                 return []
         if tree is not None:
             budget.check(tree, text)  # before libcst's tree, which takes most of a file's memory
-        module = _libcst_parse(text, cpython_error)
+        module = _libcst_parse(text, cpython_error, tree)
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, shared=shared, project=project, tree=tree)
         visitors = [rule(context) for rule in rules]

@@ -11,6 +11,8 @@ the text with the notebook as ``--apply`` would write it."""
 
 from __future__ import annotations
 
+import asyncio
+
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +23,7 @@ from fixdev.engine.findings import Finding, apply_edits
 from fixdev.files.notebook import CellIndex, Notebook, NotebookError, is_notebook, split_code, synthetic
 from fixdev.files.runner import FileResult, Mode, Overrides, process_text
 from fixdev.engine.noqa import noqa_edit
+from fixdev.engine.reparse import ParseCache, reusing
 from fixdev.engine.registry import SelectionError, find_rule
 from fixdev.engine.source import LineIndex, Source, SyntaxLocation
 from fixdev.files.config import Settings, nearest
@@ -28,7 +31,10 @@ from fixdev.files.discovery import force_excluded
 from fixdev.interfaces.lsp_text import Positions, apply_change
 
 FIX_ALL = "source.fixAll.fixdev"
-NOTEBOOK_FIX_ALL = "notebook.source.fixAll.fixdev"  # VS Code's notebook.codeActionsOnSave asks for notebook.source.*
+NOTEBOOK_FIX_ALL = "notebook.source.fixAll.fixdev"
+# How long a document is left without changes before it is analysed: keys
+# typed faster than this are analysed once, after the last.
+DEBOUNCE_SECONDS = 0.03  # VS Code's notebook.codeActionsOnSave asks for notebook.source.*
 
 
 @lru_cache(maxsize=16)  # one text's index serves all its diagnostics and edits
@@ -193,6 +199,12 @@ def serve() -> None:
     # with LSP's line breaks.
     texts: dict[str, str] = {}
     results: dict[tuple[str, Mode], tuple[str, FileResult | None]] = {}  # the last analysis of each document's text
+    # Top-level statements' libcst trees, reused from one version of a text
+    # to the next: a keystroke re-parses the statement it changed.
+    pieces = ParseCache()
+    # A burst of edits is analysed once, after its last change: a change
+    # arriving while one waits replaces it (its timer is cancelled).
+    waiting: dict[str, asyncio.TimerHandle] = {}
     editor = [EditorSettings()]  # replaced whole by each settings message
 
     def configure(options: Any) -> bool:
@@ -262,7 +274,8 @@ def serve() -> None:
         if cached is not None and cached[0] == text:
             return cached[1]
         path = path or Path("untitled.py")
-        result = process_text(path, Source.from_text(text), mode, editor[0].overrides(path))
+        with reusing(pieces):
+            result = process_text(path, Source.from_text(text), mode, editor[0].overrides(path))
         if not (result.error and result.syntax_error is not None and not is_notebook(path)):
             result = checked(path, result)
         results[(uri, mode)] = (text, result)
@@ -291,7 +304,8 @@ def serve() -> None:
         if not is_notebook(path):
             path = path.with_name(path.name + ".ipynb")
         source = Source.from_text(synthetic([(kind, cell.text) for kind, cell in cells]))
-        result = checked(path, process_text(path, source, mode, editor[0].overrides(path)))
+        with reusing(pieces):
+            result = checked(path, process_text(path, source, mode, editor[0].overrides(path)))
         return _Placement(notebook.uri, source.text, result, [cell for _, cell in cells]) if result else None
 
     def placement(uri: str, mode: Mode) -> _Placement | None:
@@ -403,7 +417,7 @@ def serve() -> None:
             change(edited.document.uri, edited.changes)
         for closed in (structure.did_close or []) if structure else []:
             texts.pop(closed.uri, None)
-        publish_notebook(notebook_of(params.notebook_document.uri))
+        publish_soon(params.notebook_document.uri)
         for closed in (structure.did_close or []) if structure else []:  # a deleted cell keeps no diagnostics
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=closed.uri, diagnostics=[]))
 
@@ -422,10 +436,26 @@ def serve() -> None:
         texts[params.text_document.uri] = params.text_document.text
         publish(params.text_document.uri)
 
+    def publish_soon(uri: str) -> None:
+        """Publish after ``DEBOUNCE_SECONDS`` without another change of ``uri``
+        (a notebook's cells count as its own). The server's messages are
+        handled in order, so changes that came while an analysis ran are all
+        taken before the timer fires: one analysis for them, of the newest text."""
+        handle = waiting.pop(uri, None)
+        if handle is not None:
+            handle.cancel()
+
+        def fire() -> None:
+            waiting.pop(uri, None)
+            if uri in texts or notebook_of(uri) is not None:
+                publish(uri)
+
+        waiting[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_SECONDS, fire)
+
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: lsp.DidChangeTextDocumentParams) -> None:
         change(params.text_document.uri, params.content_changes)
-        publish(params.text_document.uri)
+        publish_soon(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
     def did_save(params: lsp.DidSaveTextDocumentParams) -> None:
@@ -435,6 +465,9 @@ def serve() -> None:
     def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         texts.pop(uri, None)
+        handle = waiting.pop(uri, None)
+        if handle is not None:
+            handle.cancel()
         for mode in Mode:
             results.pop((uri, mode), None)
         server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))

@@ -1,0 +1,142 @@
+"""Time from an editor's last keystroke to fixdev's diagnostics, over stdio.
+
+A real LSP session (JSON-RPC over the server's pipes, as an editor runs it):
+open each file, then type: bursts of ``--burst`` changes ``--gap`` seconds
+apart, each adding one character to a comment in the middle of the file, each
+sent as the whole text (the server's sync kind). The last change of a burst
+also adds (or takes away again) a line with a finding at the end of the file,
+so the diagnostics of the burst's last text are known by their count: the
+latency of a burst is from its last change to those diagnostics. Prints the
+median and 95th percentile per file.
+
+    python benchmarks/lsp_latency.py FILE... [--baseline DIR] [--bursts 20]
+
+``--baseline DIR``: another fixdev's source root (``fixdev/`` inside, with
+``fixdev/codemods``), timed beside this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class Session:
+    def __init__(self, cwd: Path, env: dict) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--lsp"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.buffer = b""
+        self.next_id = 0
+
+    def send(self, method: str, params: dict, request: bool = False) -> None:
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if request:
+            self.next_id += 1
+            message["id"] = self.next_id
+        body = json.dumps(message).encode()
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def receive(self, timeout: float) -> dict | None:
+        """The next message, or None when none comes within ``timeout``."""
+        deadline = time.perf_counter() + timeout
+        fd = self.proc.stdout.fileno()
+        while True:
+            head, sep, rest = self.buffer.partition(b"\r\n\r\n")
+            if sep:
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+                if len(rest) >= length:
+                    self.buffer = rest[length:]
+                    return json.loads(rest[:length])
+            left = deadline - time.perf_counter()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise RuntimeError("the server closed its output")
+            self.buffer += chunk
+
+    def diagnostics(self, count: int | None = None) -> tuple[float, int] | None:
+        """When diagnostics came (``count`` of them, when given), and how many."""
+        while True:
+            message = self.receive(120)
+            if message is None:
+                return None
+            if message.get("method") == "textDocument/publishDiagnostics":
+                found = len(message["params"]["diagnostics"])
+                if count is None or found == count:
+                    return time.perf_counter(), found
+
+    def close(self) -> None:
+        self.send("shutdown", {}, request=True)
+        self.send("exit", {})
+        self.proc.wait(timeout=10)
+
+
+PROBE = "_fixdev_probe = torch.zeros(1).cuda()\n"  # one finding (cuda-call)
+
+
+def measure(path: Path, env: dict, bursts: int, burst: int, gap: float) -> list[float]:
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    middle = len(lines) // 2
+    session = Session(path.parent, env)
+    session.send("initialize", {"processId": None, "rootUri": path.parent.as_uri(), "capabilities": {}}, request=True)
+    while (message := session.receive(30)) is not None and message.get("id") != 1:
+        pass
+    session.send("initialized", {})
+    uri = path.resolve().as_uri()
+    session.send("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 0, "text": text}})
+    _, count = session.diagnostics()
+    latencies, version, typed, probe = [], 0, "", False
+    for _ in range(bursts):
+        for key in range(burst):
+            version += 1
+            typed += "x"
+            if key == burst - 1:
+                probe = not probe
+            edited = "".join(lines[:middle]) + f"# {typed}\n" + "".join(lines[middle:]) + (PROBE if probe else "")
+            session.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": edited}]})
+            sent = time.perf_counter()
+            if key < burst - 1:
+                time.sleep(gap)
+        done = session.diagnostics(count + 1 if probe else count)
+        if done is None:
+            raise RuntimeError(f"{path}: no diagnostics for the burst's last text")
+        latencies.append(done[0] - sent)
+    session.close()
+    return latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--baseline", type=Path, metavar="DIR")
+    parser.add_argument("--bursts", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=5, help="changes a burst (keys typed)")
+    parser.add_argument("--gap", type=float, default=0.02, help="seconds between the changes of a burst")
+    args = parser.parse_args()
+    env = {**os.environ, "NO_COLOR": "1"}
+    builds = [("this fixdev", env)]
+    if args.baseline:
+        builds.append(("baseline", {**env, "PYTHONPATH": str(args.baseline)}))
+    print(f"{'file':<34} {'lines':>6} {'build':<12} {'median ms':>10} {'p95 ms':>8} {'bursts':>7}")
+    for path in args.files:
+        count = path.read_text(encoding="utf-8").count("\n")
+        for label, build_env in builds:
+            found = sorted(measure(path, build_env, args.bursts, args.burst, args.gap))
+            if not found:
+                print(f"{path.name:<34} {count:>6} {label:<12} {'no diagnostics':>10}")
+                continue
+            p95 = found[min(len(found) - 1, round(0.95 * (len(found) - 1)))]
+            print(f"{path.name:<34} {count:>6} {label:<12} {statistics.median(found) * 1000:>10.0f} {p95 * 1000:>8.0f} {len(found):>7}")
+
+
+if __name__ == "__main__":
+    main()

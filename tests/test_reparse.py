@@ -1,0 +1,92 @@
+"""A module put together from reused top-level statements (fixdev.engine.reparse)
+is the module libcst parses from the whole text, and the findings made from it
+are the findings of a whole parse, edit after edit."""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+import pytest
+from hypothesis import given, strategies as st
+
+from fixdev.engine.core import Engine
+from fixdev.engine.registry import all_rules
+from fixdev.engine.reparse import ParseCache, reusing
+from fixdev.engine.source import parseable_text
+
+from tests.conftest import FIXTURES, ROOT
+from tests.test_spans import SHAPES
+
+
+def _texts():
+    for name, text in SHAPES.items():
+        yield pytest.param(text, id=name)
+    for path in sorted(FIXTURES.glob("*/*.py")) + sorted((ROOT / "tests" / "programs").rglob("*.py")):
+        yield pytest.param(path.read_bytes().decode("utf-8"), id=path.relative_to(ROOT).as_posix())
+
+
+def _same(module: cst.Module, full: cst.Module) -> bool:
+    config = lambda m: (m.default_indent, m.default_newline, m.has_trailing_newline, m.encoding)  # noqa: E731
+    return module.deep_equals(full) and config(module) == config(full)
+
+
+@pytest.mark.parametrize("text", list(_texts()))
+def test_the_module_put_together_is_libcsts_own(text):
+    text = parseable_text(text.removeprefix("\ufeff"))
+    module = ParseCache().parse(text, ast.parse(text))
+    if module is not None:  # None: parsed whole by the caller
+        assert _same(module, cst.parse_module(text))
+
+
+def test_an_edit_reparses_only_the_statement_it_changed():
+    text = "import torch\n\n\ndef f(x):\n    return x * 2\n\n\ndef g(y):\n    return y + 1\n"
+    cache = ParseCache()
+    assert cache.parse(text, ast.parse(text)) is not None and cache.parsed == 3
+    edited = text.replace("y + 1", "y + torch.ones(3)")
+    module = cache.parse(edited, ast.parse(edited))
+    assert cache.parsed == 4 and _same(module, cst.parse_module(edited))
+
+
+def test_a_statement_twice_in_a_text_is_two_trees():
+    text = "x = f(1)\ny = 2\nx = f(1)\n"
+    cache = ParseCache()
+    cache.parse(text, ast.parse(text))
+    module = cache.parse(text, ast.parse(text))
+    assert module.body[0] is not module.body[2] and _same(module, cst.parse_module(text))
+
+
+def test_comments_between_statements_go_where_libcst_puts_them():
+    text = "def f():\n    x = 1\n    # inside, trailing\n# before g\n\ndef g():\n    pass\n# the end\n"
+    module = ParseCache().parse(text, ast.parse(text))
+    assert _same(module, cst.parse_module(text))
+
+
+# Random edits of a program, each analysed with pieces reused from the
+# versions before it and from scratch: the same findings, the same fixes.
+PROGRAM = [
+    "import torch\n",
+    "import torch.nn as nn\n",
+    "\n",
+    "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n",
+    "model = nn.Linear(3, 2).to(device)\n",
+    "# a comment\n",
+    "def step(x):\n    mask = torch.ones(x.shape)\n    return model(x * mask)\n",
+    "class M(nn.Module):\n    def forward(self, x):\n        return x + torch.zeros(3)\n",
+    "weights = torch.tensor([1.0, 2.0])\n",
+    "out = model(torch.randn(4, 3).to(device)) * weights\n",
+    "y = torch.randn(2).cuda()\n",
+    "if True:\n    z = torch.load('m.pt')\n",
+]
+LINES = st.lists(st.sampled_from(PROGRAM), min_size=1, max_size=10)
+
+
+@given(st.lists(LINES, min_size=2, max_size=6))
+def test_findings_with_reused_pieces_are_a_whole_parses(versions):
+    engine = Engine(all_rules())
+    cache = ParseCache()
+    for lines in versions:
+        text = "".join(lines)
+        with reusing(cache):
+            reused = engine.lint(text)
+        assert reused == engine.lint(text)
