@@ -751,3 +751,45 @@ def test_add_noqa_suppresses_every_current_finding_where_it_is(tmp_path, fixdev)
     again = fixdev("--add-noqa", "--no-cache", "m.py", cwd=tmp_path)
     assert b"Added 0 noqa directives in 0 files." in again.stderr
     assert fixdev("--add-noqa", "--diff", "m.py", cwd=tmp_path).returncode == 2
+
+
+def test_show_fixes_lists_what_apply_would_fix_per_file_and_rule(tmp_path, fixdev):
+    """``--show-fixes``, as Ruff's: after the findings, the fixes ``--apply``
+    would apply, a file at a time, a line a rule (``2 × FDV104 (cuda-call)``);
+    the unsafe ones apart, with the hint for ``--unsafe-fixes``; with
+    ``--apply``, what it fixed (on stderr: stdout carries the diffs)."""
+    (tmp_path / "m.py").write_text(
+        "import torch\n\n\ndef f(x):\n    a = x.cuda()\n    b = x.cuda()\n    return a + b + torch.ones(x.shape)\n"
+    )
+    (tmp_path / "n.py").write_text("import torch\n\n\ndef g(x):\n    return x.cuda()\n")
+    done = fixdev("--check", "--no-cache", "--show-fixes", "--output-format", "concise", "n.py", "m.py", cwd=tmp_path)
+    assert done.returncode == 1
+    lines = done.stdout.decode().splitlines()
+    assert lines[:4] == [  # in the order given; the summary is sorted by path
+        "n.py:5:12: FDV104 [*] `.cuda()` ties the code to CUDA; use `.to(device)`",
+        "m.py:5:9: FDV104 [*] `.cuda()` ties the code to CUDA; use `.to(device)`",
+        "m.py:6:9: FDV104 [*] `.cuda()` ties the code to CUDA; use `.to(device)`",
+        lines[3],  # like-factory's, without [*]: its fix is unsafe
+    ]
+    assert lines[3].startswith("m.py:7:") and "FDV101" in lines[3] and "[*]" not in lines[3]
+    assert lines[4:] == [
+        "",
+        "3 fixable with --apply:",
+        "- m.py:",
+        "    2 × FDV104 (cuda-call)",
+        "- n.py:",
+        "    1 × FDV104 (cuda-call)",
+        "1 hidden fix can be enabled with --unsafe-fixes:",
+        "- m.py:",
+        "    1 × FDV101 (like-factory)",
+    ]
+    full = fixdev("--no-cache", "--show-fixes", "--unsafe-fixes", "m.py", cwd=tmp_path).stdout.decode()
+    assert full.endswith("\n\n3 fixable with --apply:\n- m.py:\n    2 × FDV104 (cuda-call)\n    1 × FDV101 (like-factory)\n")
+    assert "hidden" not in full
+    applied = fixdev("--apply", "--no-cache", "--show-fixes", "m.py", "n.py", cwd=tmp_path)
+    assert applied.returncode == 1  # like-factory's finding remains
+    assert "Fixed 3 findings:\n- m.py:\n    2 × FDV104 (cuda-call)\n- n.py:\n    1 × FDV104 (cuda-call)\n" in applied.stderr.decode()
+    assert "1 hidden fix can be enabled with --unsafe-fixes:\n- m.py:\n    1 × FDV101 (like-factory)\n" in applied.stderr.decode()
+    assert "fixable with" not in applied.stdout.decode() and applied.stdout.decode().startswith("--- a/m.py")
+    wrong = fixdev("--show-fixes", "--output-format", "json", "m.py", cwd=tmp_path)
+    assert wrong.returncode == 2 and b"--show-fixes goes with the full and concise output formats" in wrong.stderr

@@ -213,6 +213,7 @@ def main_command(
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
     add_noqa: bool = typer.Option(False, "--add-noqa", help="Add a # noqa: FDVxxx to the line of every current finding (merged into an existing # noqa:); notebooks are left out."),
     statistics: bool = typer.Option(False, "--statistics", help="With --check: print the count of findings of each rule instead of the findings (json with --output-format json)."),
+    show_fixes: bool = typer.Option(False, "--show-fixes", help="After the findings, list the fixes a file at a time, a line a rule: those --apply would apply (with --check), or applied (--diff, --apply)."),
     unsafe_fixes: Optional[bool] = typer.Option(
         None, "--unsafe-fixes/--no-unsafe-fixes",
         help="Apply fixes that may change more than the device (dtype, RNG stream, state-dict keys); overrides [tool.fixdev] unsafe-fixes.",
@@ -274,6 +275,8 @@ def main_command(
                                    probe_inputs or [], probe_init, probe_train))
     paths = paths or [Path(".")]
 
+    if show_fixes and output_format not in (Format.full, Format.concise):
+        _fail("--show-fixes goes with the full and concise output formats")
     if any(str(p) == "-" for p in paths):
         if len(paths) > 1:
             _fail("'-' (stdin) cannot be combined with other paths")
@@ -283,7 +286,7 @@ def main_command(
             if mode is Mode.APPLY:
                 sys.stdout.buffer.write(sys.stdin.buffer.read())
             raise typer.Exit(EXIT_CLEAN)
-        raise typer.Exit(_run_stdin(name, mode, overrides, output_format, quiet, exit_zero, use_color, err_color))
+        raise typer.Exit(_run_stdin(name, mode, overrides, output_format, quiet, exit_zero, use_color, err_color, show_fixes))
     if stdin_filename is not None:
         # Reading stdin only because a name was given would hang a run that
         # meant to scan folders; scanning them would ignore what was piped.
@@ -293,6 +296,8 @@ def main_command(
         _fail("--add-noqa goes with --check (the default), not with --diff, --apply, -i or --statistics")
     if statistics and (mode is not Mode.CHECK or output_format not in (Format.full, Format.concise, Format.json)):
         _fail("--statistics goes with --check and the full, concise or json output format")
+    if show_fixes and (statistics or add_noqa):
+        _fail("--show-fixes lists fixes after the findings: not with --statistics or --add-noqa")
     ask = Interaction(use_color) if interactive else None
     results: list[FileResult] = []
     errors = 0
@@ -332,6 +337,8 @@ def main_command(
     progress.clear()
     if add_noqa:
         raise typer.Exit(_add_noqa(results, errors))
+    if show_fixes:
+        _show_fixes(results, mode, output_format, use_color if mode is Mode.CHECK else err_color)
     if statistics:
         typer.echo(output.statistics(results, output_format is Format.json), nl=False)
     elif output_format in (Format.json, Format.github, Format.sarif):
@@ -339,6 +346,16 @@ def main_command(
     if not quiet:
         _summary(results, mode, errors)
     raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+
+
+def _show_fixes(results: list[FileResult], mode: Mode, fmt: Format, color: bool) -> None:
+    """--show-fixes' list, where the findings went: stdout with --check,
+    stderr with --diff and --apply (stdout carries the changes). In the
+    concise format a blank line sets it apart (full findings end with one)."""
+    listing = output.fix_summary(results, mode.value, color)
+    if listing:
+        gap = "\n" if fmt is Format.concise and any(r.findings for r in results) else ""
+        typer.echo(gap + listing, nl=False, err=mode is not Mode.CHECK, color=color)
 
 
 def _add_noqa(results: list[FileResult], errors: int) -> int:
@@ -498,7 +515,8 @@ def _exit_code(results: list[FileResult], mode: Mode, errors: int, exit_zero: bo
     return EXIT_FINDINGS if remaining or changes else EXIT_CLEAN
 
 
-def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool, err_color: bool) -> int:
+def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool, err_color: bool,
+               show_fixes: bool = False) -> int:
     data = sys.stdin.buffer.read()
     try:
         source = decode(name, data)
@@ -523,10 +541,14 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
         # No summary: an editor filtering its buffer through this command may
         # read stderr into the buffer too.
         _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full, err_color)
+        if show_fixes:
+            _show_fixes([result], mode, fmt, err_color)
     elif fmt in (Format.json, Format.github, Format.sarif):
         typer.echo(_machine_output([result], fmt, exit_zero), nl=False)
     else:
         _print_file(result, mode, fmt, quiet, color, diff_printed=False, err_color=err_color)
+        if show_fixes:
+            _show_fixes([result], mode, fmt, color if mode is Mode.CHECK else err_color)
         if not quiet:
             _summary([result], mode, len(result.cell_errors))
     return _exit_code([result], mode, len(result.cell_errors), exit_zero)
