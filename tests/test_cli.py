@@ -793,3 +793,73 @@ def test_show_fixes_lists_what_apply_would_fix_per_file_and_rule(tmp_path, fixde
     assert "fixable with" not in applied.stdout.decode() and applied.stdout.decode().startswith("--- a/m.py")
     wrong = fixdev("--show-fixes", "--output-format", "json", "m.py", cwd=tmp_path)
     assert wrong.returncode == 2 and b"--show-fixes goes with the full and concise output formats" in wrong.stderr
+
+
+def _show_tree(root: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".gitignore").write_text("ignored.py\n")
+    (root / "pyproject.toml").write_text(
+        '[tool.fixdev]\nignore = ["FDV106"]\nexclude = ["gen/**"]\nextend-include = ["*.pyw"]\n'
+        'per-file-ignores = { "tests/**" = ["cuda-call"] }\nunsafe-fixes = true\n\n'
+        "[tool.fixdev.rules.constant-buffer]\npersistent = true\n"
+    )
+    for name in ("a.py", "w.pyw", "sub/b.py", "sub/nb.ipynb", "tests/t.py", "gen/c.py", "ignored.py", ".venv/v.py", "notes.txt"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n' if name.endswith(".ipynb") else "x = 1\n")
+
+
+def test_show_files_prints_what_a_check_would_look_at(tmp_path, fixdev):
+    """``--show-files``, as Ruff's: every file discovery keeps (configured
+    exclude, .gitignore, the default excludes, include and extend-include,
+    notebooks), one a line, sorted; nothing is checked; exit 0."""
+    _show_tree(tmp_path)
+    done = fixdev("--show-files", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines() == ["a.py", "sub/b.py", "sub/nb.ipynb", "tests/t.py", "w.pyw"]
+    assert not (tmp_path / ".fixdev_cache").exists()  # nothing was checked
+    walked = fixdev("--show-files", "--no-notebooks", "--exclude", "tests", "sub", "a.py", "gen/c.py", cwd=tmp_path)
+    assert walked.stdout.decode().splitlines() == ["a.py", "gen/c.py", "sub/b.py"]  # a named file is taken, as a check takes it
+    forced = fixdev("--show-files", "--force-exclude", "gen/c.py", "a.py", cwd=tmp_path)
+    assert forced.stdout.decode().splitlines() == ["a.py"]
+    missing = fixdev("--show-files", "nope.py", "a.py", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stdout == b"a.py\n" and b"nope.py: error: no such file or directory" in missing.stderr
+    assert fixdev("--show-files", "--diff", cwd=tmp_path).returncode == 2
+
+
+def test_show_settings_prints_what_governs_the_first_file(tmp_path, fixdev):
+    """``--show-settings``, as Ruff's: the settings of the named file (of the
+    first file found, sorted, when several paths or a folder are named): the
+    pyproject.toml used, its keys after the flags (``--select`` replaces
+    ``select``, ``--ignore`` adds), the rules that run on that file after its
+    per-file-ignores, the rules' options; exit 0."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    _show_tree(proj)
+    done = fixdev("--show-settings", "--ignore", "FDV107", "tests/t.py", cwd=proj)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    lines = text.splitlines()
+    assert lines[:2] == ['Resolved settings for: "tests/t.py"', f'Settings path: "{proj / "pyproject.toml"}"']
+    for line in ('select = ["ALL"]', 'ignore = ["FDV106", "FDV107"]', 'exclude = ["gen/**"]', 'include = ["*.py", "*.ipynb"]',
+                 'extend-include = ["*.pyw"]', 'per-file-ignores = { "tests/**" = ["cuda-call"] }', "unsafe-fixes = true",
+                 "[tool.fixdev.rules.constant-buffer]", "persistent = true"):
+        assert line in lines, line
+    running = [line.split()[1] for line in lines if line.startswith("#   FDV")]
+    assert running == [rule.code for rule in all_rules() if rule.code not in ("FDV104", "FDV106", "FDV107")]
+    assert "per-file-ignores take out FDV104" in text
+    other = fixdev("--show-settings", "--select", "FDV104", "--no-unsafe-fixes", "sub", "a.py", cwd=proj).stdout.decode().splitlines()
+    assert other[0] == 'Resolved settings for: "a.py"'  # sorted, the first file found
+    assert 'select = ["FDV104"]' in other and "unsafe-fixes = false" in other
+    assert [line.split()[1] for line in other if line.startswith("#   FDV")] == ["FDV104"]
+    (tmp_path / "free").mkdir()
+    (tmp_path / "free" / "pyproject.toml").write_text("[tool.other]\n")
+    (tmp_path / "free" / "m.py").write_text("x = 1\n")
+    defaults = fixdev("--show-settings", "m.py", cwd=tmp_path / "free").stdout.decode().splitlines()
+    assert defaults[1].startswith("Settings path: none") and "persistent = false  # the default" in defaults
+    assert fixdev("--show-settings", "notes.txt.d", cwd=proj).returncode == 2  # no such path
+    assert fixdev("--show-settings", "tests", "--show-files", cwd=proj).returncode == 2
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "pyproject.toml").write_text('[tool.fixdev]\nselect = "ALL"\n')
+    (tmp_path / "bad" / "m.py").write_text("x = 1\n")
+    bad = fixdev("--show-settings", "bad/m.py", cwd=tmp_path)
+    assert bad.returncode == 2 and b"select must be a list of strings" in bad.stderr

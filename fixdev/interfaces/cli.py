@@ -214,6 +214,8 @@ def main_command(
     add_noqa: bool = typer.Option(False, "--add-noqa", help="Add a # noqa: FDVxxx to the line of every current finding (merged into an existing # noqa:); notebooks are left out."),
     statistics: bool = typer.Option(False, "--statistics", help="With --check: print the count of findings of each rule instead of the findings (json with --output-format json)."),
     show_fixes: bool = typer.Option(False, "--show-fixes", help="After the findings, list the fixes a file at a time, a line a rule: those --apply would apply (with --check), or applied (--diff, --apply)."),
+    show_files: bool = typer.Option(False, "--show-files", help="Print the files a check would look at, one a line, sorted; check nothing."),
+    show_settings: bool = typer.Option(False, "--show-settings", help="Print the settings that govern the first file found (its pyproject.toml, the keys after the flags, the rules that run on it); check nothing."),
     unsafe_fixes: Optional[bool] = typer.Option(
         None, "--unsafe-fixes/--no-unsafe-fixes",
         help="Apply fixes that may change more than the device (dtype, RNG stream, state-dict keys); overrides [tool.fixdev] unsafe-fixes.",
@@ -262,6 +264,14 @@ def main_command(
         _check_selection(overrides)
     use_color = _use_color(color)
     err_color = _use_color(color, sys.stderr)  # --diff and --apply report findings on stderr
+    if show_files or show_settings:
+        if show_files and show_settings:
+            _fail("choose one of --show-files and --show-settings")
+        if mode is not Mode.CHECK or interactive or add_noqa or statistics or show_fixes or run_command or traceback_log is not None or probe is not None:
+            _fail("--show-files and --show-settings print and exit: not with --diff, --apply, -i, --add-noqa, --statistics, --show-fixes, --run, --traceback or --probe")
+        if stdin_filename is not None or any(str(p) == "-" for p in paths or ()):
+            _fail("--show-files and --show-settings take files and folders, not '-' (stdin)")
+        raise typer.Exit(_show(paths or [Path(".")], show_files, overrides, _words(exclude), not no_notebooks, force_exclude))
     if run_command:
         if traceback_log is not None or probe is not None or interactive or diff:
             _fail("--run goes with --gpus, --apply, --max-rounds and --unsafe-fixes, not with --traceback, --probe, --diff or -i")
@@ -356,6 +366,39 @@ def _show_fixes(results: list[FileResult], mode: Mode, fmt: Format, color: bool)
     if listing:
         gap = "\n" if fmt is Format.concise and any(r.findings for r in results) else ""
         typer.echo(gap + listing, nl=False, err=mode is not Mode.CHECK, color=color)
+
+
+def _show(paths: List[Path], files_only: bool, overrides: Overrides, excludes: tuple[str, ...], notebooks: bool, force_exclude: bool) -> int:
+    """--show-files: the files discovery finds, sorted. --show-settings: the
+    settings of the first of them, as Ruff takes it (several paths may be
+    given; sorted, the first file found is the one shown). Exit 0, or 2 for
+    a missing path, a bad configuration, or no file to show settings for."""
+    from fixdev.interfaces import show
+
+    errors = 0
+    found = list(discover(paths, excludes, notebooks=notebooks, force_exclude=force_exclude))
+    for item in found:
+        if isinstance(item, Missing):
+            typer.echo(f"{output.display(item.path)}: error: {item.message}", err=True)
+            errors += 1
+    files = [item for item in found if not isinstance(item, Missing)]
+    if files_only:
+        typer.echo(show.files_listing(files), nl=False)
+        if not files and not errors:
+            typer.echo("No Python files found.", err=True)
+        return EXIT_ERROR if errors else EXIT_CLEAN
+    if not files:
+        _fail("--show-settings found no Python file under the given paths")
+    first = min(files, key=output.display)
+    try:
+        text = show.settings_report(first, overrides, excludes, notebooks, force_exclude)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        return EXIT_ERROR
+    except SelectionError as exc:
+        _fail(f"with the command-line flags, {exc} (see fixdev --list-rules)")
+    typer.echo(text, nl=False)
+    return EXIT_ERROR if errors else EXIT_CLEAN
 
 
 def _add_noqa(results: list[FileResult], errors: int) -> int:
