@@ -863,3 +863,36 @@ def test_show_settings_prints_what_governs_the_first_file(tmp_path, fixdev):
     (tmp_path / "bad" / "m.py").write_text("x = 1\n")
     bad = fixdev("--show-settings", "bad/m.py", cwd=tmp_path)
     assert bad.returncode == 2 and b"select must be a list of strings" in bad.stderr
+
+
+def test_output_file_takes_the_report_in_any_format(tmp_path, fixdev):
+    """``--output-file PATH``, as Ruff's: the report (json, sarif, or any
+    format) goes to PATH, whole (made in a temporary file beside it and
+    renamed), the folders above it made; stdout stays empty, the summary and
+    errors stay on stderr; with ``--diff`` the patch still goes to stdout."""
+    (tmp_path / "m.py").write_text("import torch\n\n\ndef f(x):\n    a = x.cuda()\n    return a + torch.ones(x.shape)\n")
+    for fmt in ("json", "sarif"):
+        shown = fixdev("--no-cache", "--output-format", fmt, "m.py", cwd=tmp_path)
+        written = fixdev("--no-cache", "--output-format", fmt, "--output-file", f"reports/{fmt}/out.{fmt}", "m.py", cwd=tmp_path)
+        assert written.returncode == shown.returncode == 1
+        assert written.stdout == b"" and b"Found 2 findings" in written.stderr
+        report = tmp_path / "reports" / fmt / f"out.{fmt}"
+        assert json.loads(report.read_text(encoding="utf-8")) == json.loads(shown.stdout)
+        assert [p.name for p in report.parent.iterdir()] == [f"out.{fmt}"]  # no temporary file left
+    report = tmp_path / "reports" / "json" / "out.json"
+    os.chmod(report, 0o640)
+    (tmp_path / "m.py").write_text("x = 1\n")
+    again = fixdev("--no-cache", "--output-format", "json", "-o", "reports/json/out.json", "m.py", cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(report.read_text()) == [] and os.stat(report).st_mode & 0o777 == 0o640
+    (tmp_path / "m.py").write_text("import torch\n\n\ndef f(x):\n    a = x.cuda()\n    return a + torch.ones(x.shape)\n")
+    diff = fixdev("--diff", "--no-cache", "--show-fixes", "--output-file", "diff.txt", "m.py", cwd=tmp_path)
+    assert diff.returncode == 1 and diff.stdout.decode().startswith("--- a/m.py\n+++ b/m.py\n") and b"FDV101" not in diff.stdout
+    listed = (tmp_path / "diff.txt").read_text(encoding="utf-8")
+    assert listed.startswith("m.py:6:16: FDV101 [like-factory] ") and "--- a/" not in listed  # the finding --diff leaves (an unsafe fix)
+    assert "Would fix 1 finding:\n- m.py:\n    1 × FDV104 (cuda-call)\n" in listed and b"Would fix 1 finding in 1 file" in diff.stderr
+    assert b"FDV101" not in diff.stderr
+    files = fixdev("--show-files", "-o", "files.txt", ".", cwd=tmp_path)
+    assert files.returncode == 0 and files.stdout == b"" and (tmp_path / "files.txt").read_text() == "m.py\n"
+    (tmp_path / "folder.json").mkdir()
+    assert fixdev("--output-format", "json", "-o", "folder.json", "m.py", cwd=tmp_path).returncode == 2
+    assert fixdev("--add-noqa", "-o", "x.txt", "m.py", cwd=tmp_path).returncode == 2

@@ -17,6 +17,7 @@ import typer
 
 from fixdev import __version__
 from fixdev.interfaces import output
+from fixdev.interfaces.report import Report
 from fixdev.files import parallel
 from fixdev.files.config import ConfigError, nearest
 from fixdev.files.discovery import Missing, discover, named_path_excluded
@@ -223,6 +224,7 @@ def main_command(
     force_exclude: bool = typer.Option(False, "--force-exclude", help="Skip paths named on the command line (and --stdin-filename) that --exclude or [tool.fixdev] exclude match."),
     no_notebooks: bool = typer.Option(False, "--no-notebooks", help="Walk folders for Python files only, not Jupyter notebooks (.ipynb)."),
     output_format: Format = typer.Option(Format.full, "--output-format", metavar="FORMAT", help="full, concise, json, github or sarif."),
+    output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", metavar="PATH", help="Write the findings (any format) and the listings to PATH instead of stdout; diffs stay on stdout.", dir_okay=False, writable=False, readable=False),
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin ('-')."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only."),
@@ -264,6 +266,10 @@ def main_command(
         _check_selection(overrides)
     use_color = _use_color(color)
     err_color = _use_color(color, sys.stderr)  # --diff and --apply report findings on stderr
+    # A file is no terminal: colored only with --color always (or FORCE_COLOR).
+    report = Report(output_file, use_color, err_color, _use_color(color, _NO_TERMINAL))
+    if output_file is not None and (run_command or traceback_log is not None or probe is not None or add_noqa):
+        _fail("--output-file goes with checking files (--check, --diff, --apply), --show-files and --show-settings: not with --run, --traceback, --probe or --add-noqa")
     if show_files or show_settings:
         if show_files and show_settings:
             _fail("choose one of --show-files and --show-settings")
@@ -271,7 +277,7 @@ def main_command(
             _fail("--show-files and --show-settings print and exit: not with --diff, --apply, -i, --add-noqa, --statistics, --show-fixes, --run, --traceback or --probe")
         if stdin_filename is not None or any(str(p) == "-" for p in paths or ()):
             _fail("--show-files and --show-settings take files and folders, not '-' (stdin)")
-        raise typer.Exit(_show(paths or [Path(".")], show_files, overrides, _words(exclude), not no_notebooks, force_exclude))
+        raise typer.Exit(_finish(report, _show(paths or [Path(".")], show_files, overrides, _words(exclude), not no_notebooks, force_exclude, report)))
     if run_command:
         if traceback_log is not None or probe is not None or interactive or diff:
             _fail("--run goes with --gpus, --apply, --max-rounds and --unsafe-fixes, not with --traceback, --probe, --diff or -i")
@@ -296,7 +302,7 @@ def main_command(
             if mode is Mode.APPLY:
                 sys.stdout.buffer.write(sys.stdin.buffer.read())
             raise typer.Exit(EXIT_CLEAN)
-        raise typer.Exit(_run_stdin(name, mode, overrides, output_format, quiet, exit_zero, use_color, err_color, show_fixes))
+        raise typer.Exit(_finish(report, _run_stdin(name, mode, overrides, output_format, quiet, exit_zero, report, show_fixes)))
     if stdin_filename is not None:
         # Reading stdin only because a name was given would hang a run that
         # meant to scan folders; scanning them would ignore what was piped.
@@ -342,33 +348,53 @@ def main_command(
         results.append(result)
         if not statistics and not add_noqa and (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
             progress.clear()
-            _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask), err_color=err_color)
+            _print_file(result, mode, output_format, quiet, report, diff_printed=bool(ask))
 
     progress.clear()
     if add_noqa:
         raise typer.Exit(_add_noqa(results, errors))
     if show_fixes:
-        _show_fixes(results, mode, output_format, use_color if mode is Mode.CHECK else err_color)
+        _show_fixes(results, mode, output_format, report)
     if statistics:
-        typer.echo(output.statistics(results, output_format is Format.json), nl=False)
+        report.write(output.statistics(results, output_format is Format.json))
     elif output_format in (Format.json, Format.github, Format.sarif):
-        typer.echo(_machine_output([r for r in results if not r.error], output_format, exit_zero), nl=False)
+        report.write(_machine_output([r for r in results if not r.error], output_format, exit_zero))
     if not quiet:
         _summary(results, mode, errors)
-    raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+    raise typer.Exit(_finish(report, _exit_code(results, mode, errors, exit_zero)))
 
 
-def _show_fixes(results: list[FileResult], mode: Mode, fmt: Format, color: bool) -> None:
+class _NoTerminal:
+    @staticmethod
+    def isatty() -> bool:
+        return False
+
+
+_NO_TERMINAL = _NoTerminal()
+
+
+def _finish(report: Report, code: int) -> int:
+    """The run's exit code, once the report is written (2 if it cannot be)."""
+    error = report.close()
+    if error is not None:
+        typer.echo(error, err=True)
+        return EXIT_ERROR
+    return code
+
+
+def _show_fixes(results: list[FileResult], mode: Mode, fmt: Format, report: Report) -> None:
     """--show-fixes' list, where the findings went: stdout with --check,
-    stderr with --diff and --apply (stdout carries the changes). In the
-    concise format a blank line sets it apart (full findings end with one)."""
-    listing = output.fix_summary(results, mode.value, color)
+    stderr with --diff and --apply (stdout carries the changes), or the
+    --output-file. In the concise format a blank line sets it apart (full
+    findings end with one)."""
+    err = mode is not Mode.CHECK
+    listing = output.fix_summary(results, mode.value, report.color(err))
     if listing:
         gap = "\n" if fmt is Format.concise and any(r.findings for r in results) else ""
-        typer.echo(gap + listing, nl=False, err=mode is not Mode.CHECK, color=color)
+        report.write(gap + listing, err=err)
 
 
-def _show(paths: List[Path], files_only: bool, overrides: Overrides, excludes: tuple[str, ...], notebooks: bool, force_exclude: bool) -> int:
+def _show(paths: List[Path], files_only: bool, overrides: Overrides, excludes: tuple[str, ...], notebooks: bool, force_exclude: bool, report: Report) -> int:
     """--show-files: the files discovery finds, sorted. --show-settings: the
     settings of the first of them, as Ruff takes it (several paths may be
     given; sorted, the first file found is the one shown). Exit 0, or 2 for
@@ -383,7 +409,7 @@ def _show(paths: List[Path], files_only: bool, overrides: Overrides, excludes: t
             errors += 1
     files = [item for item in found if not isinstance(item, Missing)]
     if files_only:
-        typer.echo(show.files_listing(files), nl=False)
+        report.write(show.files_listing(files))
         if not files and not errors:
             typer.echo("No Python files found.", err=True)
         return EXIT_ERROR if errors else EXIT_CLEAN
@@ -397,7 +423,7 @@ def _show(paths: List[Path], files_only: bool, overrides: Overrides, excludes: t
         return EXIT_ERROR
     except SelectionError as exc:
         _fail(f"with the command-line flags, {exc} (see fixdev --list-rules)")
-    typer.echo(text, nl=False)
+    report.write(text)
     return EXIT_ERROR if errors else EXIT_CLEAN
 
 
@@ -489,7 +515,8 @@ def _check_selection(overrides: Overrides) -> None:
         pass  # reported, naming the file, when the files it governs are processed
 
 
-def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool, err_color: bool = False) -> None:
+def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, report: Report, diff_printed: bool) -> None:
+    color, err_color = report.out_color, report.err_color
     if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
         if result.code is not None:
             # A notebook's diff is one per cell, for reading: git apply cannot
@@ -501,14 +528,16 @@ def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color:
             sys.stdout.flush()
             sys.stdout.buffer.write(output.patch(result, color))
             sys.stdout.buffer.flush()
-    _print_findings(result, mode, fmt, color if mode is Mode.CHECK else err_color)
+    _print_findings(result, mode, fmt, report)
 
 
-def _print_findings(result: FileResult, mode: Mode, fmt: Format, color: bool = False) -> None:
+def _print_findings(result: FileResult, mode: Mode, fmt: Format, report: Report) -> None:
     """--check reports findings on stdout: they are its output. With --diff and
     --apply, stdout carries the changes (a patch that ``git apply`` can take,
     or the fixed source from stdin), so what remains to report goes to stderr
-    with the summary and the errors."""
+    with the summary and the errors. --output-file takes them either way."""
+    err = mode is not Mode.CHECK
+    color = report.color(err)
     text = result.findings_text
     index = output.index_for(result.path, text)
     for finding in result.findings:
@@ -516,7 +545,7 @@ def _print_findings(result: FileResult, mode: Mode, fmt: Format, color: bool = F
             shown = output.finding_full(result.path, text, index, finding, color, result.unsafe_fixes)
         else:
             shown = output.finding_line(result.path, index, finding, concise=True, color=color, unsafe_fixes=result.unsafe_fixes) + "\n"
-        typer.echo(shown, nl=False, err=mode is not Mode.CHECK, color=color)
+        report.write(shown, err=err)
 
 
 def _summary(results: list[FileResult], mode: Mode, errors: int) -> None:
@@ -558,8 +587,7 @@ def _exit_code(results: list[FileResult], mode: Mode, errors: int, exit_zero: bo
     return EXIT_FINDINGS if remaining or changes else EXIT_CLEAN
 
 
-def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool, err_color: bool,
-               show_fixes: bool = False) -> int:
+def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, report: Report, show_fixes: bool = False) -> int:
     data = sys.stdin.buffer.read()
     try:
         source = decode(name, data)
@@ -583,15 +611,15 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
         sys.stdout.flush()
         # No summary: an editor filtering its buffer through this command may
         # read stderr into the buffer too.
-        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full, err_color)
+        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full, report)
         if show_fixes:
-            _show_fixes([result], mode, fmt, err_color)
+            _show_fixes([result], mode, fmt, report)
     elif fmt in (Format.json, Format.github, Format.sarif):
-        typer.echo(_machine_output([result], fmt, exit_zero), nl=False)
+        report.write(_machine_output([result], fmt, exit_zero))
     else:
-        _print_file(result, mode, fmt, quiet, color, diff_printed=False, err_color=err_color)
+        _print_file(result, mode, fmt, quiet, report, diff_printed=False)
         if show_fixes:
-            _show_fixes([result], mode, fmt, color if mode is Mode.CHECK else err_color)
+            _show_fixes([result], mode, fmt, report)
         if not quiet:
             _summary([result], mode, len(result.cell_errors))
     return _exit_code([result], mode, len(result.cell_errors), exit_zero)
