@@ -845,12 +845,13 @@ def test_show_settings_prints_what_governs_the_first_file(tmp_path, fixdev):
                  "[tool.fixdev.rules.constant-buffer]", "persistent = true"):
         assert line in lines, line
     running = [line.split()[1] for line in lines if line.startswith("#   FDV")]
-    assert running == [rule.code for rule in all_rules() if rule.code not in ("FDV104", "FDV106", "FDV107")]
+    assert running == [rule.code for rule in all_rules() if rule.code not in ("FDV104", "FDV106", "FDV107") and not rule.explicit]
     assert "per-file-ignores take out FDV104" in text
-    other = fixdev("--show-settings", "--select", "FDV104", "--no-unsafe-fixes", "sub", "a.py", cwd=proj).stdout.decode().splitlines()
+    other = fixdev("--show-settings", "--select", "FDV104", "--extend-select", "unused-noqa", "--no-unsafe-fixes", "sub", "a.py", cwd=proj)
+    other = other.stdout.decode().splitlines()
     assert other[0] == 'Resolved settings for: "a.py"'  # sorted, the first file found
-    assert 'select = ["FDV104"]' in other and "unsafe-fixes = false" in other
-    assert [line.split()[1] for line in other if line.startswith("#   FDV")] == ["FDV104"]
+    assert 'select = ["FDV104"]' in other and 'extend-select = ["unused-noqa"]' in other and "unsafe-fixes = false" in other
+    assert [line.split()[1] for line in other if line.startswith("#   FDV")] == ["FDV100", "FDV104"]
     (tmp_path / "free").mkdir()
     (tmp_path / "free" / "pyproject.toml").write_text("[tool.other]\n")
     (tmp_path / "free" / "m.py").write_text("x = 1\n")
@@ -896,3 +897,63 @@ def test_output_file_takes_the_report_in_any_format(tmp_path, fixdev):
     (tmp_path / "folder.json").mkdir()
     assert fixdev("--output-format", "json", "-o", "folder.json", "m.py", cwd=tmp_path).returncode == 2
     assert fixdev("--add-noqa", "-o", "x.txt", "m.py", cwd=tmp_path).returncode == 2
+
+
+UNUSED_NOQA = (
+    "import torch\n\n\ndef f(x, device):\n"
+    "    a = x.cuda()  # noqa: FDV104\n"  # used: silences cuda-call
+    "    b = x.to(device)  # noqa: FDV104\n"  # unused
+    "    c = x.to(device)  # noqa: E501, FDV104\n"  # unused, beside another tool's code
+    "    d = x.to(device)  # keep  # noqa: FDV101, FDV104\n"  # both unused, after another comment
+    "    e = x.to(device)  # noqa\n"  # bare: never judged
+    "    g = x.to(device)  # noqa: FDV1\n"  # a prefix: not judged
+    "    return a + b + c + d + e + g\n"
+)
+
+
+def test_unused_noqa_is_found_and_removed_when_selected(tmp_path, fixdev):
+    """FDV100 unused-noqa, as Ruff's RUF100: off by default (ALL leaves it
+    out); selected (``--extend-select FDV100`` or the configuration), a
+    ``# noqa: FDV1xx`` code that silences nothing is reported, and
+    ``--apply`` removes it, keeping other tools' codes and bare ``# noqa``.
+    A code of a rule that did not run on the file (ignored, per-file-ignores)
+    is not judged."""
+    (tmp_path / "m.py").write_text(UNUSED_NOQA)
+    assert fixdev("--no-cache", "m.py", cwd=tmp_path).returncode == 0  # off by default
+    assert fixdev("--no-cache", "--select", "ALL", "m.py", cwd=tmp_path).returncode == 0
+    done = fixdev("--no-cache", "--extend-select", "FDV100", "--output-format", "concise", "m.py", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.decode().splitlines() == [
+        "m.py:6:23: FDV100 [*] Unused `noqa` directive (unused: `FDV104`)",
+        "m.py:7:23: FDV100 [*] Unused `noqa` directive (unused: `FDV104`)",
+        "m.py:8:31: FDV100 [*] Unused `noqa` directive (unused: `FDV101`, `FDV104`)",
+    ]
+    # The rule whose code it is did not run: not judged.
+    ignored = fixdev("--no-cache", "--extend-select", "unused-noqa", "--ignore", "cuda-call", "--output-format", "concise", "m.py", cwd=tmp_path)
+    assert ignored.stdout.decode().splitlines() == ["m.py:8:31: FDV100 [*] Unused `noqa` directive (unused: `FDV101`)"]
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nextend-select = ["FDV100"]\nper-file-ignores = { "legacy/**" = ["FDV104"] }\n')
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "old.py").write_text("import torch\ny = x.to(device)  # noqa: FDV104\n")
+    applied = fixdev("--apply", "--no-cache", ".", cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    assert (tmp_path / "m.py").read_text() == (
+        "import torch\n\n\ndef f(x, device):\n"
+        "    a = x.cuda()  # noqa: FDV104\n"
+        "    b = x.to(device)\n"
+        "    c = x.to(device)  # noqa: E501\n"
+        "    d = x.to(device)  # keep\n"
+        "    e = x.to(device)  # noqa\n"
+        "    g = x.to(device)  # noqa: FDV1\n"
+        "    return a + b + c + d + e + g\n"
+    )
+    assert (tmp_path / "legacy" / "old.py").read_text() == "import torch\ny = x.to(device)  # noqa: FDV104\n"
+    assert fixdev("--no-cache", ".", cwd=tmp_path).returncode == 0
+    (tmp_path / "n.py").write_text("import torch\ny = x.to(device)  # noqa: FDV104\n")
+    noqa = fixdev("--add-noqa", "--no-cache", "n.py", cwd=tmp_path)  # no noqa for an unused noqa
+    assert b"Added 0 noqa directives" in noqa.stderr and (tmp_path / "n.py").read_text().endswith("  # noqa: FDV104\n")
+    listed = fixdev("--list-rules").stdout.decode()
+    assert "Suppression comments (noqa)\n  FDV100  [*]  unused-noqa" in listed
+    explained = fixdev("--explain", "FDV100").stdout.decode()
+    assert explained.startswith("# FDV100 unused-noqa\n\nUnused `noqa` directive.\n\nFix: available")
+    for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Fix safety", "## When it stays silent"):
+        assert heading in explained
