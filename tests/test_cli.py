@@ -751,3 +751,209 @@ def test_add_noqa_suppresses_every_current_finding_where_it_is(tmp_path, fixdev)
     again = fixdev("--add-noqa", "--no-cache", "m.py", cwd=tmp_path)
     assert b"Added 0 noqa directives in 0 files." in again.stderr
     assert fixdev("--add-noqa", "--diff", "m.py", cwd=tmp_path).returncode == 2
+
+
+def test_show_fixes_lists_what_apply_would_fix_per_file_and_rule(tmp_path, fixdev):
+    """``--show-fixes``, as Ruff's: after the findings, the fixes ``--apply``
+    would apply, a file at a time, a line a rule (``2 × FDV104 (cuda-call)``);
+    the unsafe ones apart, with the hint for ``--unsafe-fixes``; with
+    ``--apply``, what it fixed (on stderr: stdout carries the diffs)."""
+    (tmp_path / "m.py").write_text(
+        "import torch\n\n\ndef f(x):\n    a = x.cuda()\n    b = x.cuda()\n    return a + b + torch.ones(x.shape)\n"
+    )
+    (tmp_path / "n.py").write_text("import torch\n\n\ndef g(x):\n    return x.cuda()\n")
+    done = fixdev("--check", "--no-cache", "--show-fixes", "--output-format", "concise", "n.py", "m.py", cwd=tmp_path)
+    assert done.returncode == 1
+    lines = done.stdout.decode().splitlines()
+    assert lines[:4] == [  # in the order given; the summary is sorted by path
+        "n.py:5:12: FDV104 [*] `.cuda()` ties the code to CUDA; use `.to(device)`",
+        "m.py:5:9: FDV104 [*] `.cuda()` ties the code to CUDA; use `.to(device)`",
+        "m.py:6:9: FDV104 [*] `.cuda()` ties the code to CUDA; use `.to(device)`",
+        lines[3],  # like-factory's, without [*]: its fix is unsafe
+    ]
+    assert lines[3].startswith("m.py:7:") and "FDV101" in lines[3] and "[*]" not in lines[3]
+    assert lines[4:] == [
+        "",
+        "3 fixable with --apply:",
+        "- m.py:",
+        "    2 × FDV104 (cuda-call)",
+        "- n.py:",
+        "    1 × FDV104 (cuda-call)",
+        "1 hidden fix can be enabled with --unsafe-fixes:",
+        "- m.py:",
+        "    1 × FDV101 (like-factory)",
+    ]
+    full = fixdev("--no-cache", "--show-fixes", "--unsafe-fixes", "m.py", cwd=tmp_path).stdout.decode()
+    assert full.endswith("\n\n3 fixable with --apply:\n- m.py:\n    2 × FDV104 (cuda-call)\n    1 × FDV101 (like-factory)\n")
+    assert "hidden" not in full
+    applied = fixdev("--apply", "--no-cache", "--show-fixes", "m.py", "n.py", cwd=tmp_path)
+    assert applied.returncode == 1  # like-factory's finding remains
+    assert "Fixed 3 findings:\n- m.py:\n    2 × FDV104 (cuda-call)\n- n.py:\n    1 × FDV104 (cuda-call)\n" in applied.stderr.decode()
+    assert "1 hidden fix can be enabled with --unsafe-fixes:\n- m.py:\n    1 × FDV101 (like-factory)\n" in applied.stderr.decode()
+    assert "fixable with" not in applied.stdout.decode() and applied.stdout.decode().startswith("--- a/m.py")
+    wrong = fixdev("--show-fixes", "--output-format", "json", "m.py", cwd=tmp_path)
+    assert wrong.returncode == 2 and b"--show-fixes goes with the full and concise output formats" in wrong.stderr
+
+
+def _show_tree(root: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".gitignore").write_text("ignored.py\n")
+    (root / "pyproject.toml").write_text(
+        '[tool.fixdev]\nignore = ["FDV106"]\nexclude = ["gen/**"]\nextend-include = ["*.pyw"]\n'
+        'per-file-ignores = { "tests/**" = ["cuda-call"] }\nunsafe-fixes = true\n\n'
+        "[tool.fixdev.rules.constant-buffer]\npersistent = true\n"
+    )
+    for name in ("a.py", "w.pyw", "sub/b.py", "sub/nb.ipynb", "tests/t.py", "gen/c.py", "ignored.py", ".venv/v.py", "notes.txt"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n' if name.endswith(".ipynb") else "x = 1\n")
+
+
+def test_show_files_prints_what_a_check_would_look_at(tmp_path, fixdev):
+    """``--show-files``, as Ruff's: every file discovery keeps (configured
+    exclude, .gitignore, the default excludes, include and extend-include,
+    notebooks), one a line, sorted; nothing is checked; exit 0."""
+    _show_tree(tmp_path)
+    done = fixdev("--show-files", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines() == ["a.py", "sub/b.py", "sub/nb.ipynb", "tests/t.py", "w.pyw"]
+    assert not (tmp_path / ".fixdev_cache").exists()  # nothing was checked
+    walked = fixdev("--show-files", "--no-notebooks", "--exclude", "tests", "sub", "a.py", "gen/c.py", cwd=tmp_path)
+    assert walked.stdout.decode().splitlines() == ["a.py", "gen/c.py", "sub/b.py"]  # a named file is taken, as a check takes it
+    forced = fixdev("--show-files", "--force-exclude", "gen/c.py", "a.py", cwd=tmp_path)
+    assert forced.stdout.decode().splitlines() == ["a.py"]
+    missing = fixdev("--show-files", "nope.py", "a.py", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stdout == b"a.py\n" and b"nope.py: error: no such file or directory" in missing.stderr
+    assert fixdev("--show-files", "--diff", cwd=tmp_path).returncode == 2
+
+
+def test_show_settings_prints_what_governs_the_first_file(tmp_path, fixdev):
+    """``--show-settings``, as Ruff's: the settings of the named file (of the
+    first file found, sorted, when several paths or a folder are named): the
+    pyproject.toml used, its keys after the flags (``--select`` replaces
+    ``select``, ``--ignore`` adds), the rules that run on that file after its
+    per-file-ignores, the rules' options; exit 0."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    _show_tree(proj)
+    done = fixdev("--show-settings", "--ignore", "FDV107", "tests/t.py", cwd=proj)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    lines = text.splitlines()
+    assert lines[:2] == ['Resolved settings for: "tests/t.py"', f'Settings path: "{proj / "pyproject.toml"}"']
+    for line in ('select = ["ALL"]', 'ignore = ["FDV106", "FDV107"]', 'exclude = ["gen/**"]', 'include = ["*.py", "*.ipynb"]',
+                 'extend-include = ["*.pyw"]', 'per-file-ignores = { "tests/**" = ["cuda-call"] }', "unsafe-fixes = true",
+                 "[tool.fixdev.rules.constant-buffer]", "persistent = true"):
+        assert line in lines, line
+    running = [line.split()[1] for line in lines if line.startswith("#   FDV")]
+    assert running == [rule.code for rule in all_rules() if rule.code not in ("FDV104", "FDV106", "FDV107") and not rule.explicit]
+    assert "per-file-ignores take out FDV104" in text
+    other = fixdev("--show-settings", "--select", "FDV104", "--extend-select", "unused-noqa", "--no-unsafe-fixes", "sub", "a.py", cwd=proj)
+    other = other.stdout.decode().splitlines()
+    assert other[0] == 'Resolved settings for: "a.py"'  # sorted, the first file found
+    assert 'select = ["FDV104"]' in other and 'extend-select = ["unused-noqa"]' in other and "unsafe-fixes = false" in other
+    assert [line.split()[1] for line in other if line.startswith("#   FDV")] == ["FDV100", "FDV104"]
+    (tmp_path / "free").mkdir()
+    (tmp_path / "free" / "pyproject.toml").write_text("[tool.other]\n")
+    (tmp_path / "free" / "m.py").write_text("x = 1\n")
+    defaults = fixdev("--show-settings", "m.py", cwd=tmp_path / "free").stdout.decode().splitlines()
+    assert defaults[1].startswith("Settings path: none") and "persistent = false  # the default" in defaults
+    assert fixdev("--show-settings", "notes.txt.d", cwd=proj).returncode == 2  # no such path
+    assert fixdev("--show-settings", "tests", "--show-files", cwd=proj).returncode == 2
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "pyproject.toml").write_text('[tool.fixdev]\nselect = "ALL"\n')
+    (tmp_path / "bad" / "m.py").write_text("x = 1\n")
+    bad = fixdev("--show-settings", "bad/m.py", cwd=tmp_path)
+    assert bad.returncode == 2 and b"select must be a list of strings" in bad.stderr
+
+
+def test_output_file_takes_the_report_in_any_format(tmp_path, fixdev):
+    """``--output-file PATH``, as Ruff's: the report (json, sarif, or any
+    format) goes to PATH, whole (made in a temporary file beside it and
+    renamed), the folders above it made; stdout stays empty, the summary and
+    errors stay on stderr; with ``--diff`` the patch still goes to stdout."""
+    (tmp_path / "m.py").write_text("import torch\n\n\ndef f(x):\n    a = x.cuda()\n    return a + torch.ones(x.shape)\n")
+    for fmt in ("json", "sarif"):
+        shown = fixdev("--no-cache", "--output-format", fmt, "m.py", cwd=tmp_path)
+        written = fixdev("--no-cache", "--output-format", fmt, "--output-file", f"reports/{fmt}/out.{fmt}", "m.py", cwd=tmp_path)
+        assert written.returncode == shown.returncode == 1
+        assert written.stdout == b"" and b"Found 2 findings" in written.stderr
+        report = tmp_path / "reports" / fmt / f"out.{fmt}"
+        assert json.loads(report.read_text(encoding="utf-8")) == json.loads(shown.stdout)
+        assert [p.name for p in report.parent.iterdir()] == [f"out.{fmt}"]  # no temporary file left
+    report = tmp_path / "reports" / "json" / "out.json"
+    os.chmod(report, 0o640)
+    (tmp_path / "m.py").write_text("x = 1\n")
+    again = fixdev("--no-cache", "--output-format", "json", "-o", "reports/json/out.json", "m.py", cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(report.read_text()) == [] and os.stat(report).st_mode & 0o777 == 0o640
+    (tmp_path / "m.py").write_text("import torch\n\n\ndef f(x):\n    a = x.cuda()\n    return a + torch.ones(x.shape)\n")
+    diff = fixdev("--diff", "--no-cache", "--show-fixes", "--output-file", "diff.txt", "m.py", cwd=tmp_path)
+    assert diff.returncode == 1 and diff.stdout.decode().startswith("--- a/m.py\n+++ b/m.py\n") and b"FDV101" not in diff.stdout
+    listed = (tmp_path / "diff.txt").read_text(encoding="utf-8")
+    assert listed.startswith("m.py:6:16: FDV101 [like-factory] ") and "--- a/" not in listed  # the finding --diff leaves (an unsafe fix)
+    assert "Would fix 1 finding:\n- m.py:\n    1 × FDV104 (cuda-call)\n" in listed and b"Would fix 1 finding in 1 file" in diff.stderr
+    assert b"FDV101" not in diff.stderr
+    files = fixdev("--show-files", "-o", "files.txt", ".", cwd=tmp_path)
+    assert files.returncode == 0 and files.stdout == b"" and (tmp_path / "files.txt").read_text() == "m.py\n"
+    (tmp_path / "folder.json").mkdir()
+    assert fixdev("--output-format", "json", "-o", "folder.json", "m.py", cwd=tmp_path).returncode == 2
+    assert fixdev("--add-noqa", "-o", "x.txt", "m.py", cwd=tmp_path).returncode == 2
+
+
+UNUSED_NOQA = (
+    "import torch\n\n\ndef f(x, device):\n"
+    "    a = x.cuda()  # noqa: FDV104\n"  # used: silences cuda-call
+    "    b = x.to(device)  # noqa: FDV104\n"  # unused
+    "    c = x.to(device)  # noqa: E501, FDV104\n"  # unused, beside another tool's code
+    "    d = x.to(device)  # keep  # noqa: FDV101, FDV104\n"  # both unused, after another comment
+    "    e = x.to(device)  # noqa\n"  # bare: never judged
+    "    g = x.to(device)  # noqa: FDV1\n"  # a prefix: not judged
+    "    return a + b + c + d + e + g\n"
+)
+
+
+def test_unused_noqa_is_found_and_removed_when_selected(tmp_path, fixdev):
+    """FDV100 unused-noqa, as Ruff's RUF100: off by default (ALL leaves it
+    out); selected (``--extend-select FDV100`` or the configuration), a
+    ``# noqa: FDV1xx`` code that silences nothing is reported, and
+    ``--apply`` removes it, keeping other tools' codes and bare ``# noqa``.
+    A code of a rule that did not run on the file (ignored, per-file-ignores)
+    is not judged."""
+    (tmp_path / "m.py").write_text(UNUSED_NOQA)
+    assert fixdev("--no-cache", "m.py", cwd=tmp_path).returncode == 0  # off by default
+    assert fixdev("--no-cache", "--select", "ALL", "m.py", cwd=tmp_path).returncode == 0
+    done = fixdev("--no-cache", "--extend-select", "FDV100", "--output-format", "concise", "m.py", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.decode().splitlines() == [
+        "m.py:6:23: FDV100 [*] Unused `noqa` directive (unused: `FDV104`)",
+        "m.py:7:23: FDV100 [*] Unused `noqa` directive (unused: `FDV104`)",
+        "m.py:8:31: FDV100 [*] Unused `noqa` directive (unused: `FDV101`, `FDV104`)",
+    ]
+    # The rule whose code it is did not run: not judged.
+    ignored = fixdev("--no-cache", "--extend-select", "unused-noqa", "--ignore", "cuda-call", "--output-format", "concise", "m.py", cwd=tmp_path)
+    assert ignored.stdout.decode().splitlines() == ["m.py:8:31: FDV100 [*] Unused `noqa` directive (unused: `FDV101`)"]
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nextend-select = ["FDV100"]\nper-file-ignores = { "legacy/**" = ["FDV104"] }\n')
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "old.py").write_text("import torch\ny = x.to(device)  # noqa: FDV104\n")
+    applied = fixdev("--apply", "--no-cache", ".", cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    assert (tmp_path / "m.py").read_text() == (
+        "import torch\n\n\ndef f(x, device):\n"
+        "    a = x.cuda()  # noqa: FDV104\n"
+        "    b = x.to(device)\n"
+        "    c = x.to(device)  # noqa: E501\n"
+        "    d = x.to(device)  # keep\n"
+        "    e = x.to(device)  # noqa\n"
+        "    g = x.to(device)  # noqa: FDV1\n"
+        "    return a + b + c + d + e + g\n"
+    )
+    assert (tmp_path / "legacy" / "old.py").read_text() == "import torch\ny = x.to(device)  # noqa: FDV104\n"
+    assert fixdev("--no-cache", ".", cwd=tmp_path).returncode == 0
+    (tmp_path / "n.py").write_text("import torch\ny = x.to(device)  # noqa: FDV104\n")
+    noqa = fixdev("--add-noqa", "--no-cache", "n.py", cwd=tmp_path)  # no noqa for an unused noqa
+    assert b"Added 0 noqa directives" in noqa.stderr and (tmp_path / "n.py").read_text().endswith("  # noqa: FDV104\n")
+    listed = fixdev("--list-rules").stdout.decode()
+    assert "Suppression comments (noqa)\n  FDV100  [*]  unused-noqa" in listed
+    explained = fixdev("--explain", "FDV100").stdout.decode()
+    assert explained.startswith("# FDV100 unused-noqa\n\nUnused `noqa` directive.\n\nFix: available")
+    for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Fix safety", "## When it stays silent"):
+        assert heading in explained

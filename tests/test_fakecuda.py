@@ -94,7 +94,8 @@ def run_on_fake_gpu(model, spec):
 def test_at_least_two_runnable_cases_per_rule():
     from fixdev.engine.registry import all_rules
 
-    counts = {rule.name: sum(1 for case in CASES if case.values[0] == rule.name) for rule in all_rules()}
+    # Not unused-noqa's: its fixes change comments only, nothing to run.
+    counts = {rule.name: sum(1 for case in CASES if case.values[0] == rule.name) for rule in all_rules() if not rule.judges_noqa}
     assert all(n >= 2 for n in counts.values()), counts
 
 

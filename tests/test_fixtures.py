@@ -35,14 +35,16 @@ def runs(tmp_path_factory):
         shutil.copyfile(before, target)
     originals = {p: p.read_bytes() for p in tree.rglob("*.py")}
     # Every fixture shows its rule's fix, safe or unsafe (tests/test_applicability.py
-    # checks that --apply alone leaves the unsafe ones).
-    diff = run_fixdev("--diff", "--unsafe-fixes", ".", cwd=tree)
+    # checks that --apply alone leaves the unsafe ones), with every rule:
+    # unused-noqa (FDV100) too, which only its code or name selects.
+    every = ("--extend-select", "FDV100")
+    diff = run_fixdev("--diff", "--unsafe-fixes", *every, ".", cwd=tree)
     after_diff = {p: p.read_bytes() for p in tree.rglob("*.py")}
-    apply = run_fixdev("--apply", "--unsafe-fixes", ".", cwd=tree)
+    apply = run_fixdev("--apply", "--unsafe-fixes", *every, ".", cwd=tree)
     after_apply = {p: p.read_bytes() for p in tree.rglob("*.py")}
-    again = run_fixdev("--apply", "--unsafe-fixes", ".", cwd=tree)
+    again = run_fixdev("--apply", "--unsafe-fixes", *every, ".", cwd=tree)
     after_again = {p: p.read_bytes() for p in tree.rglob("*.py")}
-    check = run_fixdev("--check", "--output-format", "concise", ".", cwd=tree)
+    check = run_fixdev("--check", "--output-format", "concise", *every, ".", cwd=tree)
     return dict(tree=tree, originals=originals, diff=diff, after_diff=after_diff, apply=apply,
                 after_apply=after_apply, again=again, after_again=after_again, check=check)
 

@@ -402,3 +402,27 @@ def test_hover_shows_the_rules_documentation(tmp_path):
     finally:
         client.proc.kill()
         client.proc.wait(timeout=30)
+
+
+# Issue 26, Ruff habits: unused-noqa (FDV100) selected in the configuration.
+def test_unused_noqa_selected_in_the_configuration(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.fixdev]\nextend-select = ["FDV100"]\n')
+    text = "import torch\n\n\ndef f(x, device):\n    y = x.to(device)  # noqa: E501, FDV104\n    return y.cuda()  # noqa: FDV104\n"
+    uri = (tmp_path / "model.py").as_uri()
+    client, _ = start_session(tmp_path, ["utf-8"])
+    try:
+        [found] = open_document(client, uri, text)
+        assert (found["code"], found["range"]["start"], found["range"]["end"]) == ("FDV100", {"line": 4, "character": 22}, {"line": 4, "character": 42})
+        assert "unused: `FDV104`" in found["message"]
+        actions = code_actions(client, uri, found["range"], [found], ["quickfix"])
+        fix = [a for a in actions if a["title"].startswith("Remove")]
+        assert len(fix) == 1 and fix[0].get("isPreferred")
+        fixed = applied(text, fix[0]["edit"]["changes"][uri], "utf-8")
+        assert fixed == text.replace("  # noqa: E501, FDV104\n", "  # noqa: E501\n")
+        client.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": fixed}]}, request=False)
+        assert client.diagnostics() == []
+        hover = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 5, "character": 8}})["result"]
+        assert hover is None  # the finding is gone; the used noqa below is no finding
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import gc
-import re
 import warnings
 from bisect import bisect_left, bisect_right, insort
 from contextlib import contextmanager
@@ -26,13 +25,10 @@ from fixdev.engine.findings import Edit, Finding, apply_edits
 from fixdev.engine.registry import load
 from fixdev.engine.rule import RuleContext, Screening
 from fixdev.engine.spans import MetadataWrapper
-from fixdev.engine.noqa import NOQA
+from fixdev.engine import noqa
 from fixdev.engine.source import LineIndex, SourceError, SyntaxLocation, parseable_text
 
 MAX_ROUNDS = 10
-
-_FIXDEV_IGNORE = re.compile(r"#\s*fixdev:\s*ignore(?:\[(?P<words>[^\]]*)\])?")
-
 
 class FixConflictError(Exception):
     """A fix produced text that does not parse, or fixes never settled."""
@@ -172,58 +168,6 @@ class _Taken:
         insort(self._sorted, edit, key=lambda e: (e.start, e.end))
 
 
-_MARKER = re.compile(r"#.*?(?:noqa|fixdev:)", re.IGNORECASE)
-
-
-def suppressed_codes(text: str, module: cst.Module, whole_file_spans: Callable[[], Mapping[cst.CSTNode, Any]], lines: set[int]) -> dict[int, set[str] | None]:
-    """Line number → codes or names suppressed there (None: everything), for
-    the given lines. The text is searched first; only when a line with a
-    finding carries a marker are real comments (not strings) read from the tree."""
-    index = LineIndex(text)
-    if not any(index.position(m.start())[0] in lines for m in _MARKER.finditer(text)):
-        return {}
-    reader = _SuppressionComments(index, whole_file_spans())
-    module.visit(reader)
-    return reader.result
-
-
-class _SuppressionComments(cst.CSTVisitor):
-    """Collects each line's suppression comments. (A class made anew inside
-    ``suppressed_codes`` held the file's spans in a cycle, freed only by the
-    cycle collector.)"""
-
-    def __init__(self, index: LineIndex, spans: Mapping[cst.CSTNode, Any]) -> None:
-        super().__init__()
-        self.index = index
-        self.spans = spans
-        self.result: dict[int, set[str] | None] = {}
-
-    def visit_Comment(self, node: cst.Comment) -> None:
-        line, _ = self.index.position(self.spans[node].start)
-        words = _comment_suppressions(node.value)
-        if words is False:
-            return
-        current = self.result.get(line, set())
-        self.result[line] = None if words is None or current is None else current | words
-
-
-def _comment_suppressions(comment: str) -> set[str] | None | bool:
-    """The codes/names a comment suppresses, None for all, False for none."""
-    found: set[str] = set()
-    hit = False
-    for match in NOQA.finditer(comment):
-        hit = True
-        if not match.group("codes"):
-            return None
-        found.update(code.upper() for code in re.findall(r"[A-Za-z]+[0-9]+", match.group("codes")))
-    for match in _FIXDEV_IGNORE.finditer(comment):
-        hit = True
-        if match.group("words") is None:
-            return None
-        found.update(word.strip() for word in match.group("words").split(",") if word.strip())
-    return found if hit else False
-
-
 @dataclass
 class FixOutcome:
     text: str  # the fixed text
@@ -271,9 +215,41 @@ class Engine:
             rules = [rule for rule in self.rules if rule.code in triggered]
         else:
             rules = [rule for rule in self.rules if rule.might_match(text)]
+        # Rules that judge the file's # noqa directives (unused-noqa) visit
+        # nothing: they are handed the directives once the others have run.
+        judges = [rule for rule in rules if rule.judges_noqa]
+        rules = [rule for rule in rules if not rule.judges_noqa]
+        found, findings = self._visit(text, rules, project, triggers, shared)
+        if judges:
+            findings = findings + self._judge(text, judges, found)
+        # After suppression: silencing one rule must not hide another's finding.
+        # After suppression: silencing one rule must not hide another's finding.
+        return sorted(_one_per_value(_one_per_span(findings), self.unsafe_fixes), key=lambda f: (f.start, f.code, f.end, f.message))
+
+    def _judge(self, text: str, judges: Sequence[Any], found: Sequence[Finding]) -> list[Finding]:
+        """What the judging rules say of the directives, given what the
+        others found (``found``, before suppression) and the codes of every
+        rule that runs on this file: those a trigger or a screen turned away
+        ran too, and found nothing. Their findings are suppressed as any
+        other (``# noqa: FDV100``, ``# fixdev: ignore[unused-noqa]``)."""
+        directives = noqa.directives(text)
+        if not directives:
+            return []
+        index = LineIndex(text)
+        directives = noqa.with_usage(directives, found, index)
+        ran = frozenset(rule.code for rule in self.rules)
+        judged = [finding for judge in judges for finding in judge.judge_noqa(text, directives, ran)]
+        if not judged:
+            return []
+        suppressions = noqa.comment_suppressions(text)
+        return [finding for finding in judged if not noqa.is_suppressed(finding, index, suppressions)]
+
+    def _visit(self, text: str, rules: Sequence[Any], project: Any, triggers: bool, shared: dict[str, Any]) -> tuple[list[Finding], list[Finding]]:
+        """The rules' findings (before suppression), and those the report
+        keeps (suppressions applied)."""
         if not rules:
             syntax_check(text)
-            return []
+            return [], []
         tree, cpython_error = _cpython_parse(text)
         if tree is not None and triggers:
             # Screens read CPython's tree: most files a trigger matches hold
@@ -281,7 +257,7 @@ class Engine:
             screening = Screening(text, tree, project, shared)
             rules = [rule for rule in rules if rule.screen(screening)]
             if not rules:
-                return []
+                return [], []
         if tree is not None:
             budget.check(tree, text)  # before libcst's tree, which takes most of a file's memory
         module = _libcst_parse(text, cpython_error, tree)
@@ -289,26 +265,25 @@ class Engine:
         context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, shared=shared, project=project, tree=tree)
         visitors = [rule(context) for rule in rules]
         context.run(visitors)
-        findings = [finding for visitor in visitors for finding in visitor.findings]
+        found = findings = [finding for visitor in visitors for finding in visitor.findings]
         if not findings:
-            return []
+            return [], []
         spans = context.spans()
         index = LineIndex(text)
         lines = {index.position(offset)[0] for f in findings for offset in (f.start, max(f.start, f.end - 1))}
-        suppressions = suppressed_codes(text, module, spans.whole_file, lines)
+        suppressions = noqa.suppressed_codes(text, module, spans.whole_file, lines)
         if spans.whole:
             # Positioned as a whole module: its code must be the text. (A
             # statement at a time, each one's code was checked where it stands.)
             check_round_trip(context.code(), text)
         if suppressions:
-            findings = [f for f in findings if not _is_suppressed(f, index, suppressions)]
+            findings = [f for f in findings if not noqa.is_suppressed(f, index, suppressions)]
         if any(f.fix is None for f in findings) and getattr(project, "never_runs", None) is not None and project.never_runs():
             # A report without a fix promises that the line can fail; in a
             # module nothing imports, runs or names (the run's facts say
             # so), it never runs. Fixes stay: they are harmless there.
             findings = [f for f in findings if f.fix is not None]
-        # After suppression: silencing one rule must not hide another's finding.
-        return sorted(_one_per_value(_one_per_span(findings), self.unsafe_fixes), key=lambda f: (f.start, f.code, f.end, f.message))
+        return found, findings
 
     def fix(
         self, text: str, approve: Approver | None = None, project: Any = None, triggers: bool = True, triggered: Collection[str] | None = None,
@@ -482,21 +457,3 @@ def _with_newline(edit: Edit, text: str) -> Edit:
     if "\n" in edit.content and "\r" in text and "\n" not in text:
         return Edit(edit.start, edit.end, edit.content.replace("\n", "\r"))
     return edit
-
-
-def _is_suppressed(finding: Finding, index: LineIndex, suppressions: dict[int, set[str] | None]) -> bool:
-    first, _ = index.position(finding.start)
-    last, _ = index.position(max(finding.start, finding.end - 1))
-    for line in {first, last}:
-        if line not in suppressions:
-            continue
-        words = suppressions[line]
-        if words is None or finding.name in words or any(_is_code_prefix(word, finding.code) for word in words):
-            return True
-    return False
-
-
-def _is_code_prefix(word: str, code: str) -> bool:
-    """``FDV1`` covers FDV101, FDV102 …, as flake8 reads ``# noqa: E1``; a word
-    must end in a digit, so ``FDV`` alone or a rule name never matches a code."""
-    return word[-1:].isdigit() and code.startswith(word.upper())

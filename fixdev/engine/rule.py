@@ -460,6 +460,7 @@ GROUPS: dict[str, str] = {
     "mismatch": "Values that meet on different devices",
     "cuda-only": "Code that needs CUDA",
     "state": "State left on the old device",
+    "noqa": "Suppression comments",
 }
 
 
@@ -482,6 +483,14 @@ class Rule(BatchableCSTVisitor):
     fixes_where_made: ClassVar[bool] = False
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
+    # Selected only where its code or name is named (--extend-select FDV100),
+    # never by ALL, a prefix or a group: a rule that is off by default.
+    explicit: ClassVar[bool] = False
+    # A rule that judges the file's ``# noqa: CODES`` directives rather than
+    # its code (unused-noqa): it visits nothing; once the other rules have
+    # run, the engine hands ``judge_noqa`` every directive with the codes that
+    # silenced a finding (``fixdev.engine.noqa.Directive``).
+    judges_noqa: ClassVar[bool] = False
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__()
@@ -525,6 +534,14 @@ class Rule(BatchableCSTVisitor):
         return True
 
     @classmethod
+    def judge_noqa(cls, text: str, directives: Sequence[Any], ran: frozenset[str]) -> list[Finding]:
+        """For ``judges_noqa`` rules: the findings about ``directives`` (each
+        with the codes that silenced a finding), ``ran`` the codes of every
+        rule that ran on the text (a directive's other codes name rules that
+        did not)."""
+        return []
+
+    @classmethod
     def fixable(cls) -> bool:
         return any(example.fixed is not None for example in cls.INVALID)
 
@@ -544,19 +561,25 @@ class Rule(BatchableCSTVisitor):
         whether this fix may change more than the device (None: the rule's
         ``fix_applicability``). ``origins``: the spans where the value this
         finding is about was made, when its fix goes elsewhere."""
+        self.findings.append(self.finding_at(start, end, message, fix=fix, fix_message=fix_message, unsafe=unsafe, origins=origins))
+
+    @classmethod
+    def finding_at(
+        cls, start: int, end: int, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "", unsafe: bool | None = None,
+        origins: Sequence[tuple[int, int]] = (),
+    ) -> Finding:
+        """The finding ``report_at`` records (for ``judge_noqa``, which has no visit to report from)."""
         edits = tuple(sorted(set(fix)))
-        applicability = self.fix_applicability if unsafe is None else (UNSAFE if unsafe else SAFE)
-        self.findings.append(
-            Finding(
-                code=self.code,
-                name=self.name,
-                message=message or self.message,
-                start=start,
-                end=end,
-                fix=Fix(edits, fix_message or message or self.message, applicability) if edits else None,
-                origins=tuple(origins),
-                places_value=self.fixes_where_made and bool(edits),
-            )
+        applicability = cls.fix_applicability if unsafe is None else (UNSAFE if unsafe else SAFE)
+        return Finding(
+            code=cls.code,
+            name=cls.name,
+            message=message or cls.message,
+            start=start,
+            end=end,
+            fix=Fix(edits, fix_message or message or cls.message, applicability) if edits else None,
+            origins=tuple(origins),
+            places_value=cls.fixes_where_made and bool(edits),
         )
 
     # -- helpers for building fixes -------------------------------------------

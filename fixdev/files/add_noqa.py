@@ -8,16 +8,20 @@ from pathlib import Path
 
 from fixdev.engine.findings import Finding, apply_edits
 from fixdev.engine.noqa import noqa_edit
+from fixdev.engine.registry import find_rule
 from fixdev.engine.source import Source, SourceError
 from fixdev.files.writer import write_atomic
 
 
 def with_noqa(text: str, findings: list[Finding]) -> tuple[str, int]:
     """``text`` with a noqa for each finding (positions in ``text``), and how
-    many were added. Latest first: an edit goes at the end of a finding's
+    many were added; none for an unused-noqa finding (a rule that judges
+    noqa directives). Latest first: an edit goes at the end of a finding's
     line, after the start of every finding before it, so their offsets hold."""
     added = 0
     for finding in sorted(findings, key=lambda f: (f.start, f.end), reverse=True):
+        if find_rule(finding.code).judges_noqa:
+            continue  # unused-noqa: a noqa to keep an unused noqa would be two; its fix removes the code
         edit = noqa_edit(text, finding.start, finding.end, finding.code)
         if edit is not None:
             text = apply_edits(text, [edit])

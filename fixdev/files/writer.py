@@ -75,3 +75,34 @@ def remove_stale_temps(folders) -> None:
                     os.unlink(os.path.join(folder, name))
                 except OSError:
                     pass
+
+
+def write_report(path: Path, data: bytes) -> None:
+    """A report (``--output-file``), made or replaced whole: the bytes go to a
+    temporary file beside it, flushed, then renamed over it, so a reader
+    never sees half a report. Missing parent folders are made, as Ruff makes
+    them; a file already there keeps its permission bits (a new one gets the
+    umask's). Unlike ``write_atomic`` it has no earlier content to protect."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    except OSError as exc:
+        raise WriteError(f"cannot write in {path.parent}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except OSError as exc:
+        raise WriteError(f"cannot write: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)

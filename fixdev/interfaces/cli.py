@@ -17,6 +17,7 @@ import typer
 
 from fixdev import __version__
 from fixdev.interfaces import output
+from fixdev.interfaces.report import Report
 from fixdev.files import parallel
 from fixdev.files.config import ConfigError, nearest
 from fixdev.files.discovery import Missing, discover, named_path_excluded
@@ -213,6 +214,9 @@ def main_command(
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Gitignore-style glob of paths to skip (repeatable)."),
     add_noqa: bool = typer.Option(False, "--add-noqa", help="Add a # noqa: FDVxxx to the line of every current finding (merged into an existing # noqa:); notebooks are left out."),
     statistics: bool = typer.Option(False, "--statistics", help="With --check: print the count of findings of each rule instead of the findings (json with --output-format json)."),
+    show_fixes: bool = typer.Option(False, "--show-fixes", help="After the findings, list the fixes a file at a time, a line a rule: those --apply would apply (with --check), or applied (--diff, --apply)."),
+    show_files: bool = typer.Option(False, "--show-files", help="Print the files a check would look at, one a line, sorted; check nothing."),
+    show_settings: bool = typer.Option(False, "--show-settings", help="Print the settings that govern the first file found (its pyproject.toml, the keys after the flags, the rules that run on it); check nothing."),
     unsafe_fixes: Optional[bool] = typer.Option(
         None, "--unsafe-fixes/--no-unsafe-fixes",
         help="Apply fixes that may change more than the device (dtype, RNG stream, state-dict keys); overrides [tool.fixdev] unsafe-fixes.",
@@ -220,6 +224,7 @@ def main_command(
     force_exclude: bool = typer.Option(False, "--force-exclude", help="Skip paths named on the command line (and --stdin-filename) that --exclude or [tool.fixdev] exclude match."),
     no_notebooks: bool = typer.Option(False, "--no-notebooks", help="Walk folders for Python files only, not Jupyter notebooks (.ipynb)."),
     output_format: Format = typer.Option(Format.full, "--output-format", metavar="FORMAT", help="full, concise, json, github or sarif."),
+    output_file: Optional[Path] = typer.Option(None, "--output-file", "-o", metavar="PATH", help="Write the findings (any format) and the listings to PATH instead of stdout; diffs stay on stdout.", dir_okay=False, writable=False, readable=False),
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin ('-')."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print findings and errors only."),
@@ -261,6 +266,18 @@ def main_command(
         _check_selection(overrides)
     use_color = _use_color(color)
     err_color = _use_color(color, sys.stderr)  # --diff and --apply report findings on stderr
+    # A file is no terminal: colored only with --color always (or FORCE_COLOR).
+    report = Report(output_file, use_color, err_color, _use_color(color, _NO_TERMINAL))
+    if output_file is not None and (run_command or traceback_log is not None or probe is not None or add_noqa):
+        _fail("--output-file goes with checking files (--check, --diff, --apply), --show-files and --show-settings: not with --run, --traceback, --probe or --add-noqa")
+    if show_files or show_settings:
+        if show_files and show_settings:
+            _fail("choose one of --show-files and --show-settings")
+        if mode is not Mode.CHECK or interactive or add_noqa or statistics or show_fixes or run_command or traceback_log is not None or probe is not None:
+            _fail("--show-files and --show-settings print and exit: not with --diff, --apply, -i, --add-noqa, --statistics, --show-fixes, --run, --traceback or --probe")
+        if stdin_filename is not None or any(str(p) == "-" for p in paths or ()):
+            _fail("--show-files and --show-settings take files and folders, not '-' (stdin)")
+        raise typer.Exit(_finish(report, _show(paths or [Path(".")], show_files, overrides, _words(exclude), not no_notebooks, force_exclude, report)))
     if run_command:
         if traceback_log is not None or probe is not None or interactive or diff:
             _fail("--run goes with --gpus, --apply, --max-rounds and --unsafe-fixes, not with --traceback, --probe, --diff or -i")
@@ -274,6 +291,8 @@ def main_command(
                                    probe_inputs or [], probe_init, probe_train))
     paths = paths or [Path(".")]
 
+    if show_fixes and output_format not in (Format.full, Format.concise):
+        _fail("--show-fixes goes with the full and concise output formats")
     if any(str(p) == "-" for p in paths):
         if len(paths) > 1:
             _fail("'-' (stdin) cannot be combined with other paths")
@@ -283,7 +302,7 @@ def main_command(
             if mode is Mode.APPLY:
                 sys.stdout.buffer.write(sys.stdin.buffer.read())
             raise typer.Exit(EXIT_CLEAN)
-        raise typer.Exit(_run_stdin(name, mode, overrides, output_format, quiet, exit_zero, use_color, err_color))
+        raise typer.Exit(_finish(report, _run_stdin(name, mode, overrides, output_format, quiet, exit_zero, report, show_fixes)))
     if stdin_filename is not None:
         # Reading stdin only because a name was given would hang a run that
         # meant to scan folders; scanning them would ignore what was piped.
@@ -293,6 +312,8 @@ def main_command(
         _fail("--add-noqa goes with --check (the default), not with --diff, --apply, -i or --statistics")
     if statistics and (mode is not Mode.CHECK or output_format not in (Format.full, Format.concise, Format.json)):
         _fail("--statistics goes with --check and the full, concise or json output format")
+    if show_fixes and (statistics or add_noqa):
+        _fail("--show-fixes lists fixes after the findings: not with --statistics or --add-noqa")
     ask = Interaction(use_color) if interactive else None
     results: list[FileResult] = []
     errors = 0
@@ -327,18 +348,83 @@ def main_command(
         results.append(result)
         if not statistics and not add_noqa and (output_format is Format.full or output_format is Format.concise) and (result.findings or result.fixed is not None):
             progress.clear()
-            _print_file(result, mode, output_format, quiet, use_color, diff_printed=bool(ask), err_color=err_color)
+            _print_file(result, mode, output_format, quiet, report, diff_printed=bool(ask))
 
     progress.clear()
     if add_noqa:
         raise typer.Exit(_add_noqa(results, errors))
+    if show_fixes:
+        _show_fixes(results, mode, output_format, report)
     if statistics:
-        typer.echo(output.statistics(results, output_format is Format.json), nl=False)
+        report.write(output.statistics(results, output_format is Format.json))
     elif output_format in (Format.json, Format.github, Format.sarif):
-        typer.echo(_machine_output([r for r in results if not r.error], output_format, exit_zero), nl=False)
+        report.write(_machine_output([r for r in results if not r.error], output_format, exit_zero))
     if not quiet:
         _summary(results, mode, errors)
-    raise typer.Exit(_exit_code(results, mode, errors, exit_zero))
+    raise typer.Exit(_finish(report, _exit_code(results, mode, errors, exit_zero)))
+
+
+class _NoTerminal:
+    @staticmethod
+    def isatty() -> bool:
+        return False
+
+
+_NO_TERMINAL = _NoTerminal()
+
+
+def _finish(report: Report, code: int) -> int:
+    """The run's exit code, once the report is written (2 if it cannot be)."""
+    error = report.close()
+    if error is not None:
+        typer.echo(error, err=True)
+        return EXIT_ERROR
+    return code
+
+
+def _show_fixes(results: list[FileResult], mode: Mode, fmt: Format, report: Report) -> None:
+    """--show-fixes' list, where the findings went: stdout with --check,
+    stderr with --diff and --apply (stdout carries the changes), or the
+    --output-file. In the concise format a blank line sets it apart (full
+    findings end with one)."""
+    err = mode is not Mode.CHECK
+    listing = output.fix_summary(results, mode.value, report.color(err))
+    if listing:
+        gap = "\n" if fmt is Format.concise and any(r.findings for r in results) else ""
+        report.write(gap + listing, err=err)
+
+
+def _show(paths: List[Path], files_only: bool, overrides: Overrides, excludes: tuple[str, ...], notebooks: bool, force_exclude: bool, report: Report) -> int:
+    """--show-files: the files discovery finds, sorted. --show-settings: the
+    settings of the first of them, as Ruff takes it (several paths may be
+    given; sorted, the first file found is the one shown). Exit 0, or 2 for
+    a missing path, a bad configuration, or no file to show settings for."""
+    from fixdev.interfaces import show
+
+    errors = 0
+    found = list(discover(paths, excludes, notebooks=notebooks, force_exclude=force_exclude))
+    for item in found:
+        if isinstance(item, Missing):
+            typer.echo(f"{output.display(item.path)}: error: {item.message}", err=True)
+            errors += 1
+    files = [item for item in found if not isinstance(item, Missing)]
+    if files_only:
+        report.write(show.files_listing(files))
+        if not files and not errors:
+            typer.echo("No Python files found.", err=True)
+        return EXIT_ERROR if errors else EXIT_CLEAN
+    if not files:
+        _fail("--show-settings found no Python file under the given paths")
+    first = min(files, key=output.display)
+    try:
+        text = show.settings_report(first, overrides, excludes, notebooks, force_exclude)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        return EXIT_ERROR
+    except SelectionError as exc:
+        _fail(f"with the command-line flags, {exc} (see fixdev --list-rules)")
+    report.write(text)
+    return EXIT_ERROR if errors else EXIT_CLEAN
 
 
 def _add_noqa(results: list[FileResult], errors: int) -> int:
@@ -429,7 +515,8 @@ def _check_selection(overrides: Overrides) -> None:
         pass  # reported, naming the file, when the files it governs are processed
 
 
-def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color: bool, diff_printed: bool, err_color: bool = False) -> None:
+def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, report: Report, diff_printed: bool) -> None:
+    color, err_color = report.out_color, report.err_color
     if mode is not Mode.CHECK and result.fixed is not None and fmt is Format.full and not quiet and not diff_printed:
         if result.code is not None:
             # A notebook's diff is one per cell, for reading: git apply cannot
@@ -441,14 +528,16 @@ def _print_file(result: FileResult, mode: Mode, fmt: Format, quiet: bool, color:
             sys.stdout.flush()
             sys.stdout.buffer.write(output.patch(result, color))
             sys.stdout.buffer.flush()
-    _print_findings(result, mode, fmt, color if mode is Mode.CHECK else err_color)
+    _print_findings(result, mode, fmt, report)
 
 
-def _print_findings(result: FileResult, mode: Mode, fmt: Format, color: bool = False) -> None:
+def _print_findings(result: FileResult, mode: Mode, fmt: Format, report: Report) -> None:
     """--check reports findings on stdout: they are its output. With --diff and
     --apply, stdout carries the changes (a patch that ``git apply`` can take,
     or the fixed source from stdin), so what remains to report goes to stderr
-    with the summary and the errors."""
+    with the summary and the errors. --output-file takes them either way."""
+    err = mode is not Mode.CHECK
+    color = report.color(err)
     text = result.findings_text
     index = output.index_for(result.path, text)
     for finding in result.findings:
@@ -456,7 +545,7 @@ def _print_findings(result: FileResult, mode: Mode, fmt: Format, color: bool = F
             shown = output.finding_full(result.path, text, index, finding, color, result.unsafe_fixes)
         else:
             shown = output.finding_line(result.path, index, finding, concise=True, color=color, unsafe_fixes=result.unsafe_fixes) + "\n"
-        typer.echo(shown, nl=False, err=mode is not Mode.CHECK, color=color)
+        report.write(shown, err=err)
 
 
 def _summary(results: list[FileResult], mode: Mode, errors: int) -> None:
@@ -498,7 +587,7 @@ def _exit_code(results: list[FileResult], mode: Mode, errors: int, exit_zero: bo
     return EXIT_FINDINGS if remaining or changes else EXIT_CLEAN
 
 
-def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, color: bool, err_color: bool) -> int:
+def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet: bool, exit_zero: bool, report: Report, show_fixes: bool = False) -> int:
     data = sys.stdin.buffer.read()
     try:
         source = decode(name, data)
@@ -522,11 +611,15 @@ def _run_stdin(name: Path, mode: Mode, overrides: Overrides, fmt: Format, quiet:
         sys.stdout.flush()
         # No summary: an editor filtering its buffer through this command may
         # read stderr into the buffer too.
-        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full, err_color)
+        _print_findings(result, mode, Format.concise if fmt is Format.concise else Format.full, report)
+        if show_fixes:
+            _show_fixes([result], mode, fmt, report)
     elif fmt in (Format.json, Format.github, Format.sarif):
-        typer.echo(_machine_output([result], fmt, exit_zero), nl=False)
+        report.write(_machine_output([result], fmt, exit_zero))
     else:
-        _print_file(result, mode, fmt, quiet, color, diff_printed=False, err_color=err_color)
+        _print_file(result, mode, fmt, quiet, report, diff_printed=False)
+        if show_fixes:
+            _show_fixes([result], mode, fmt, report)
         if not quiet:
             _summary([result], mode, len(result.cell_errors))
     return _exit_code([result], mode, len(result.cell_errors), exit_zero)
