@@ -426,3 +426,30 @@ def test_unused_noqa_selected_in_the_configuration(tmp_path):
     finally:
         client.proc.kill()
         client.proc.wait(timeout=30)
+
+
+# Issue 28 item 3: keys typed in a burst are analysed once, after the last,
+# and the diagnostics say which version of the text they are for.
+def test_a_burst_of_changes_is_analysed_once_for_its_last_version(tmp_path):
+    uri = (tmp_path / "train.py").as_uri()
+    base = "import torch\n\n\ndef f(x):\n    return x\n"
+    client, _ = start_session(tmp_path)
+    try:
+        assert open_document(client, uri, base) == []
+        body = b""
+        for version in range(2, 7):  # five keys, sent as fast as a client can
+            text = base + "y = torch.zeros(2).cuda()\n" * (version - 1)
+            message = {"jsonrpc": "2.0", "method": "textDocument/didChange",
+                       "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}}
+            encoded = json.dumps(message).encode()
+            body += b"Content-Length: %d\r\n\r\n" % len(encoded) + encoded
+        client.proc.stdin.write(body)
+        client.proc.stdin.flush()
+        published = client.wait_for(lambda m: m.get("method") == "textDocument/publishDiagnostics")["params"]
+        assert published["version"] == 6 and [d["code"] for d in published["diagnostics"]] == ["FDV104"] * 5
+        # nothing more was waiting: the next message is the answer to this request
+        request_id = client.send("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+        assert client.receive().get("id") == request_id
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)

@@ -205,6 +205,9 @@ def serve() -> None:
     # A burst of edits is analysed once, after its last change: a change
     # arriving while one waits replaces it (its timer is cancelled).
     waiting: dict[str, asyncio.TimerHandle] = {}
+    # Each open document's version, given with its diagnostics: a client
+    # then knows which text they are for.
+    versions: dict[str, int] = {}
     editor = [EditorSettings()]  # replaced whole by each settings message
 
     def configure(options: Any) -> bool:
@@ -359,7 +362,7 @@ def serve() -> None:
         diagnostics = [diagnostic(text, f) for f in result.findings] if result else []
         if result is not None and result.syntax_error is not None:
             diagnostics.append(syntax_diagnostic(text, result.syntax_error))
-        server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+        server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=versions.get(uri)))
 
     def placed(found: _Placement | None):
         """(finding, (uri, text, start, end)) for each finding that has a place."""
@@ -434,6 +437,7 @@ def serve() -> None:
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
         texts[params.text_document.uri] = params.text_document.text
+        versions[params.text_document.uri] = params.text_document.version
         publish(params.text_document.uri)
 
     def publish_soon(uri: str) -> None:
@@ -455,6 +459,7 @@ def serve() -> None:
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: lsp.DidChangeTextDocumentParams) -> None:
         change(params.text_document.uri, params.content_changes)
+        versions[params.text_document.uri] = params.text_document.version
         publish_soon(params.text_document.uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
@@ -465,6 +470,7 @@ def serve() -> None:
     def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         texts.pop(uri, None)
+        versions.pop(uri, None)
         handle = waiting.pop(uri, None)
         if handle is not None:
             handle.cancel()
