@@ -317,3 +317,112 @@ def test_run_gpus_0_fails_a_cuda_call_as_a_cpu_wheel_and_passes_the_exit_code_on
     assert fixdev("--run", "--", "python", str(script), cwd=tmp_path).returncode == 3
     refused = fixdev("--run", "--", "python", "-I", str(script), cwd=tmp_path)
     assert refused.returncode == 2 and b"-I" in refused.stderr
+
+
+# ---------------------------------------------------------------------------
+# Through `fixdev --run`, as a user runs a script (issue 27's missing items)
+# ---------------------------------------------------------------------------
+
+RNN_CASES = """\
+import torch
+import torch.nn as nn
+
+# each case: the layer's device, the input's, the hidden state's (None: none given)
+for kind in (nn.LSTM, nn.GRU, nn.RNN):
+    for layer, data, hidden in (("cuda", "cpu", None), ("cuda", "cuda", "cpu"), ("cuda", "cpu", "cuda"), ("cpu", "cuda", None)):
+        net = kind(4, 3, batch_first=True).to(layer)
+        x = torch.randn(2, 5, 4, device=data)
+        h = None if hidden is None else torch.zeros(1, 2, 3, device=hidden)
+        if hidden is not None and kind is nn.LSTM:
+            h = (h, torch.zeros(1, 2, 3, device=hidden))
+        try:
+            net(x, h)
+            print(kind.__name__, "ran")
+        except RuntimeError as exc:
+            print(kind.__name__, exc)
+    out, _ = kind(4, 3).cuda()(torch.randn(5, 2, 4).cuda())
+    print(kind.__name__, "on one device:", out.device)
+
+# a packed sequence's sizes stay on the CPU, as on a GPU
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+packed = pack_padded_sequence(torch.randn(3, 5, 4).cuda(), torch.tensor([5, 2, 4]), batch_first=True, enforce_sorted=False)
+padded, lengths = pad_packed_sequence(nn.LSTM(4, 3, batch_first=True).cuda()(packed)[0], batch_first=True)
+print("packed:", padded.device, lengths.device)
+"""
+
+
+def test_run_rnn_layers_raise_pytorchs_own_messages_which_side_is_where(tmp_path, fixdev):
+    script = tmp_path / "rnn_cases.py"
+    script.write_text(RNN_CASES)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    out = shown.stdout.decode().splitlines()
+    for kind in ("LSTM", "GRU", "RNN"):
+        assert [line.split(" ", 1)[1] for line in out if line.startswith(kind + " ")] == [
+            "Input and parameter tensors are not at the same device, found input tensor at cpu and parameter tensor at cuda:0",
+            "Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at cpu",
+            "Input and hidden tensors are not at the same device, found input tensor at cpu and hidden tensor at cuda:0",
+            "Input and parameter tensors are not at the same device, found input tensor at cuda:0 and parameter tensor at cpu",
+            "on one device: cuda:0",
+        ]
+    assert out[-1] == "packed: cuda:0 cpu"
+    assert b"cuDNN" not in shown.stderr, "the virtual GPU has no cuDNN to warn about"
+
+
+RNN_HIDDEN = """\
+import torch
+import torch.nn as nn
+
+
+class Tagger(nn.Module):
+    def __init__(self, features, hidden, tags):
+        super().__init__()
+        self.hidden = hidden
+        self.rnn = nn.LSTM(features, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, tags)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), self.hidden)
+        c0 = torch.zeros(1, x.size(0), self.hidden)
+        y, _ = self.rnn(x, (h0, c0))
+        return self.out(y)
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = Tagger(8, 16, 3).to(device)
+print("score", model(torch.randn(2, 5, 8, device=device)).sum().item())
+"""
+
+RNN_PARAMETER = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+encoder = nn.GRU(16, 32, batch_first=True).to(device)
+loader = DataLoader(TensorDataset(torch.randn(16, 10, 16)), batch_size=8)
+
+for (batch,) in loader:
+    states, last = encoder(batch)
+    print("state", tuple(last.shape))
+"""
+
+
+@pytest.mark.parametrize("source, line, function, message, fixed", [
+    pytest.param(RNN_HIDDEN, 15, "forward", "Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at cpu",
+                 "h0 = torch.zeros(1, x.size(0), self.hidden, device=x.device)", id="hidden"),
+    pytest.param(RNN_PARAMETER, 10, "<module>", "Input and parameter tensors are not at the same device, found input tensor at cpu and parameter tensor at cuda:0",
+                 "batch = batch.to(device)", id="parameter"),
+])
+def test_run_explains_and_fixes_an_rnn_error_as_traceback_does(tmp_path, fixdev, source, line, function, message, fixed):
+    script = tmp_path / "recurrent.py"
+    script.write_text(source)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert shown.returncode == 1, err
+    assert f"device error at {script}:{line}: in {function}: RuntimeError: {message}" in err
+    assert "error: a recurrent layer's input is on" in err
+    assert fixed in shown.stdout.decode(), "the fix, as a diff"
+    done = fixdev("--run", "--apply", "--", "python", str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert fixed in script.read_text() and "round 2: the command completed" in done.stderr.decode()

@@ -222,6 +222,9 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
     # the class, so a DataLoader's pin-memory thread, outside the mode, sees it too)
     _patch(torch.Tensor, "pin_memory", lambda self, device=None: self)
     _patch(torch.Tensor, "is_pinned", lambda self, device=None: False)
+    # the virtual GPU has no cuDNN: an RNN's flatten_parameters asks, and on a
+    # CPU build torch would warn that it was compiled without it
+    _patch(torch.backends.cudnn, "is_acceptable", lambda tensor: False)
 
 
 class _Stream:
@@ -474,6 +477,38 @@ def _build_mode(torch: Any) -> type:
             _tag(out, device)
         return out
 
+    def recurrent(func, args, kwargs):
+        # aten's RNN check_attributes: the hidden state first, then the
+        # parameters, each against the input. The arguments: (input,
+        # [batch_sizes,] hx, params, ...); an LSTM's hx is a tuple, the
+        # params a list; a packed sequence's batch_sizes stay on the CPU.
+        sequences = [i for i, value in enumerate(args) if isinstance(value, (list, tuple))]
+        lstm = func is torch.lstm
+        if kwargs or len(sequences) < (2 if lstm else 1):
+            return generic(func, args, kwargs)
+        at = sequences[1] if lstm else sequences[0]
+        hidden = args[at - 1]
+        checked = (("hidden", hidden if isinstance(hidden, (list, tuple)) else (hidden,)), ("parameter", args[at]))
+        device = tag_of(args[0])
+        for name, tensors in checked:
+            for tensor in tensors:
+                if isinstance(tensor, Tensor) and tag_of(tensor) != device:
+                    raise DeviceError(f"Input and {name} tensors are not at the same device, found input tensor at "
+                                      f"{device or cpu} and {name} tensor at {tag_of(tensor) or cpu}")
+        out = func(*args, **kwargs)
+        if device is not None:
+            _tag(out, device)
+        return out
+
+    def packing(func, args, kwargs):
+        # (data, lengths or batch_sizes, ...) -> (data, lengths or batch_sizes):
+        # the sizes are CPU tensors on a GPU too
+        out = func(*args, **kwargs)
+        device = tag_of(args[0])
+        if device is not None:
+            _tag(out[0], device)
+        return out
+
     def type_(func, args, kwargs):
         device = tag_of(args[0])
         if device is None or len(args) > 1 or kwargs:
@@ -509,7 +544,33 @@ def _build_mode(torch: Any) -> type:
         Tensor.__setitem__: getitem,
         Tensor.type: type_,
         Tensor.__repr__: repr_,
+        torch.lstm: recurrent,
+        torch.gru: recurrent,
+        torch.rnn_tanh: recurrent,
+        torch.rnn_relu: recurrent,
+        torch._pack_padded_sequence: packing,
+        torch._pad_packed_sequence: packing,
     }
+
+    def generic(func, args, kwargs):
+        """An op's inputs on one device (0-dim CPU tensors aside), its
+        outputs tagged with it."""
+        tensors = list(_tensors(torch, args, kwargs))
+        if not tensors:
+            return func(*args, **kwargs)
+        try:
+            device, scalars = common(tensors)
+        except DeviceError:
+            name = getattr(func, "__name__", "")
+            if name in _CONVOLUTIONS and len(args) > 1 and isinstance(args[1], Tensor):
+                data, weight = args[0], args[1]
+                raise DeviceError(f"Input type ({_type_name(data, tag_of(data))}) and weight type "
+                                  f"({_type_name(weight, tag_of(weight))}) should be the same") from None
+            raise
+        out = func(*args, **kwargs)
+        if device is not None:
+            _tag(out, device, scalars)
+        return out
 
     class VirtualGPU(TorchFunctionMode):
         """Devices as storage tags; see the module's docstring."""
@@ -531,22 +592,7 @@ def _build_mode(torch: Any) -> type:
                     _tag(out, wanted)
                     return out
                 return func(*args, **kwargs)
-            tensors = list(_tensors(torch, args, kwargs))
-            if not tensors:
-                return func(*args, **kwargs)
-            try:
-                device, scalars = common(tensors)
-            except DeviceError:
-                name = getattr(func, "__name__", "")
-                if name in _CONVOLUTIONS and len(args) > 1 and isinstance(args[1], Tensor):
-                    data, weight = args[0], args[1]
-                    raise DeviceError(f"Input type ({_type_name(data, tag_of(data))}) and weight type "
-                                      f"({_type_name(weight, tag_of(weight))}) should be the same") from None
-                raise
-            out = func(*args, **kwargs)
-            if device is not None:
-                _tag(out, device, scalars)
-            return out
+            return generic(func, args, kwargs)
 
     return VirtualGPU
 
