@@ -426,3 +426,81 @@ def test_run_explains_and_fixes_an_rnn_error_as_traceback_does(tmp_path, fixdev,
     done = fixdev("--run", "--apply", "--", "python", str(script), cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     assert fixed in script.read_text() and "round 2: the command completed" in done.stderr.decode()
+
+
+THREADS = """\
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+weights = torch.randn(4, 4, device=device)
+moved = []
+
+
+class Prefetch(threading.Thread):  # a subclass with its own run(), as prefetchers are written
+    def run(self):
+        moved.append(torch.randn(2, 4).cuda())
+
+
+def score(rows):
+    batch = torch.randn(rows, 4)
+    return (batch @ weights).sum().item()
+
+
+prefetch = Prefetch()
+prefetch.start()
+prefetch.join()
+print("prefetched on", moved[0].device)
+with ThreadPoolExecutor(max_workers=2) as pool:
+    print("moved in a worker:", pool.submit(lambda: torch.ones(2).cuda().device).result())
+    print("score", pool.submit(score, 3).result())
+"""
+
+
+def test_run_catches_cuda_calls_and_mismatches_in_threads_and_pool_workers(tmp_path, fixdev):
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    out, err = shown.stdout.decode(), shown.stderr.decode()
+    assert "prefetched on cuda:0" in out and "moved in a worker: cuda:0" in out, err
+    assert shown.returncode == 1, err
+    assert f"device error at {script}:18: in score: RuntimeError: Expected all tensors to be on the same device" in err
+    assert "FDV102" in err or "FDV107" in err
+
+
+THREAD_ERROR = """\
+import threading
+
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+table = torch.randn(10, 3, device=device)
+
+
+def lookup():
+    offsets = torch.arange(3)
+    print("row", (table[2] + offsets).sum().item())
+
+
+worker = threading.Thread(target=lookup)
+worker.start()
+worker.join()
+print("main thread done")
+"""
+
+
+def test_run_reports_a_device_error_that_ends_a_thread(tmp_path, fixdev):
+    """An uncaught error ends only its thread (the program goes on and may
+    exit 0), as threading.excepthook prints it; --run still reports it."""
+    script = tmp_path / "lookup.py"
+    script.write_text(THREAD_ERROR)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert "main thread done" in shown.stdout.decode()
+    assert shown.returncode == 1, err
+    assert f"device error at {script}:11: in lookup: RuntimeError: Expected all tensors" in err
+    fixed = fixdev("--run", "--apply", "--", "python", str(script), cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr.decode()
+    assert "torch.arange(3, device=table.device)" in script.read_text() or "device=device" in script.read_text(), script.read_text()

@@ -83,8 +83,51 @@ def install(gpus: int = 1) -> None:
     _STATE.gpus, _STATE.current, _STATE.seeds = gpus, 0, {}
     mode = _build_mode(torch)()
     _patch_cuda(torch, gpus)
+    _patch_threads()
     mode.__enter__()
     _STATE.mode = mode
+
+
+def _leave(mode: Any) -> None:
+    """Take ``mode`` off this thread's stack, wherever it is (a
+    ``torch.set_default_device`` in the thread put its context below it)."""
+    from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
+
+    stack = _get_current_function_mode_stack()
+    if mode not in stack:
+        return
+    above = []
+    while True:
+        top = _pop_mode()
+        if top is mode:
+            break
+        above.append(top)
+    for item in reversed(above):
+        _push_mode(item)
+
+
+def _patch_threads() -> None:
+    """A TorchFunctionMode is per thread: a thread the program starts (a
+    prefetch thread, a ``concurrent.futures`` worker, a DataLoader's pin
+    thread) enters the mode first. ``Thread._bootstrap_inner`` runs in the
+    new thread before ``run()``, so subclasses that override ``run`` get it too."""
+    import threading
+
+    started = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def bootstrap(thread: Any) -> None:
+        mode = _STATE.mode
+        if mode is None:
+            return started(thread)
+        mode.__enter__()
+        try:
+            started(thread)
+        finally:
+            # left while the thread still holds the GIL: a mode left on a
+            # finished thread's stack aborts the process at exit
+            _leave(mode)
+
+    _patch(threading.Thread, "_bootstrap_inner", bootstrap)
 
 
 def uninstall() -> None:
@@ -624,14 +667,32 @@ def report_uncaught(path: str | None) -> None:
     import sys
     import traceback
 
-    previous = sys.excepthook
+    import threading
+
+    previous, previous_thread = sys.excepthook, threading.excepthook
+    lock = threading.Lock()
+
+    def record(kind, value, tb) -> None:
+        # appended: a thread's error and the main thread's (or a child
+        # process's and its parent's) all reach --run, which picks the device error
+        if path:
+            with lock, open(path, "a", encoding="utf-8") as handle:
+                handle.write("".join(traceback.format_exception(kind, value, tb)))
 
     def hook(kind, value, tb):
         tb = trimmed(tb)
         value = value.with_traceback(tb)
-        if path:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write("".join(traceback.format_exception(kind, value, tb)))
+        record(kind, value, tb)
         previous(kind, value, tb)
 
+    def thread_hook(args):
+        # an uncaught error ends only its thread, and the program goes on
+        if args.exc_type is SystemExit or args.exc_value is None:
+            return previous_thread(args)
+        tb = trimmed(args.exc_traceback)
+        value = args.exc_value.with_traceback(tb)
+        record(args.exc_type, value, tb)
+        previous_thread(threading.ExceptHookArgs([args.exc_type, value, tb, args.thread]))
+
     sys.excepthook = hook
+    threading.excepthook = thread_hook
