@@ -504,3 +504,43 @@ def test_run_reports_a_device_error_that_ends_a_thread(tmp_path, fixdev):
     fixed = fixdev("--run", "--apply", "--", "python", str(script), cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stderr.decode()
     assert "torch.arange(3, device=table.device)" in script.read_text() or "device=device" in script.read_text(), script.read_text()
+
+
+DEFAULT_DEVICE = """\
+import torch
+import torch.nn as nn
+
+torch.set_default_device("cuda")
+made = torch.zeros(3)
+layer = nn.Linear(3, 2)
+print("default:", made.device, layer.weight.device, torch.get_default_device())
+print("with cuda:", (made + torch.ones(3).cuda()).device, layer(made).device)
+try:
+    made + torch.ones(3, device="cpu")
+except RuntimeError as exc:
+    print("with cpu:", exc)
+torch.set_default_device(None)
+with torch.device("cuda"):
+    inside = torch.randn(2)
+print("block:", inside.device, torch.zeros(1).device)
+try:
+    inside * torch.arange(2)
+except RuntimeError as exc:
+    print("block with cpu:", exc)
+"""
+
+
+def test_run_default_device_cuda_places_factories_on_the_virtual_gpu(tmp_path, fixdev):
+    script = tmp_path / "default_device.py"
+    script.write_text(DEFAULT_DEVICE)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    mixed = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    assert shown.stdout.decode().splitlines() == [
+        "default: cuda:0 cuda:0 cuda:0", "with cuda: cuda:0 cuda:0", f"with cpu: {mixed}",
+        "block: cuda:0 cpu", f"block with cpu: {mixed}",
+    ]
+    cpu_only = fixdev("--run", "--gpus", "0", "--", "python", str(script), cwd=tmp_path)
+    err = cpu_only.stderr.decode()
+    assert cpu_only.returncode == 1 and f"AssertionError: {CPU_WHEEL}" in err, err
+    assert f'File "{script}", line 5' in err, "fails at the first factory, as a CPU wheel does"

@@ -595,6 +595,23 @@ def _build_mode(torch: Any) -> type:
         torch._pad_packed_sequence: packing,
     }
 
+    from torch._C import _len_torch_function_stack as _len_stack
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext, _device_constructors
+
+    def default_device(func) -> Any:
+        """The device a ``DeviceContext`` on this thread's stack gives a
+        factory called without ``device=`` (None: none does)."""
+        try:
+            if func not in _device_constructors():
+                return None
+        except TypeError:  # an unhashable callable
+            return None
+        for mode in reversed(_get_current_function_mode_stack()):
+            if isinstance(mode, DeviceContext):
+                return mode.device
+        return None
+
     def generic(func, args, kwargs):
         """An op's inputs on one device (0-dim CPU tensors aside), its
         outputs tagged with it."""
@@ -626,6 +643,13 @@ def _build_mode(torch: Any) -> type:
                 handler = None
             if handler is not None:
                 return handler(func, args, kwargs)
+            if kwargs.get("device") is None and _len_stack():
+                # torch.set_default_device / with torch.device(...): their
+                # context sits below this mode and would give the factory a
+                # real "cuda"; the device it would give is placed here instead
+                default = default_device(func)
+                if default is not None:
+                    kwargs = dict(kwargs, device=default)
             if "device" in kwargs and kwargs["device"] is not None:  # a factory, or new_* / *_like with a device
                 wanted = target(kwargs["device"])
                 if wanted is False:
