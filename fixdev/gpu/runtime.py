@@ -15,6 +15,9 @@ every op's outputs with its inputs' device, and raises PyTorch's own errors
 when one op mixes a device tensor with a non-scalar CPU tensor. While it is
 installed, ``torch.cuda``'s queries (``is_available``, ``device_count``,
 memory, seeding, ``synchronize``) are patched; ``uninstall`` restores them.
+Threads started through ``threading`` enter the mode too (a mode is per
+thread), and a ``torch.set_default_device`` / ``with torch.device(...)``
+context's device is given to the factories it covers.
 
 torch is imported only when ``install`` is called: ``fixdev.gpu`` is
 imported by pytest in every run and by the CLI.
