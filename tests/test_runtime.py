@@ -317,3 +317,230 @@ def test_run_gpus_0_fails_a_cuda_call_as_a_cpu_wheel_and_passes_the_exit_code_on
     assert fixdev("--run", "--", "python", str(script), cwd=tmp_path).returncode == 3
     refused = fixdev("--run", "--", "python", "-I", str(script), cwd=tmp_path)
     assert refused.returncode == 2 and b"-I" in refused.stderr
+
+
+# ---------------------------------------------------------------------------
+# Through `fixdev --run`, as a user runs a script (issue 27's missing items)
+# ---------------------------------------------------------------------------
+
+RNN_CASES = """\
+import torch
+import torch.nn as nn
+
+# each case: the layer's device, the input's, the hidden state's (None: none given)
+for kind in (nn.LSTM, nn.GRU, nn.RNN):
+    for layer, data, hidden in (("cuda", "cpu", None), ("cuda", "cuda", "cpu"), ("cuda", "cpu", "cuda"), ("cpu", "cuda", None)):
+        net = kind(4, 3, batch_first=True).to(layer)
+        x = torch.randn(2, 5, 4, device=data)
+        h = None if hidden is None else torch.zeros(1, 2, 3, device=hidden)
+        if hidden is not None and kind is nn.LSTM:
+            h = (h, torch.zeros(1, 2, 3, device=hidden))
+        try:
+            net(x, h)
+            print(kind.__name__, "ran")
+        except RuntimeError as exc:
+            print(kind.__name__, exc)
+    out, _ = kind(4, 3).cuda()(torch.randn(5, 2, 4).cuda())
+    print(kind.__name__, "on one device:", out.device)
+
+# a packed sequence's sizes stay on the CPU, as on a GPU
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+packed = pack_padded_sequence(torch.randn(3, 5, 4).cuda(), torch.tensor([5, 2, 4]), batch_first=True, enforce_sorted=False)
+padded, lengths = pad_packed_sequence(nn.LSTM(4, 3, batch_first=True).cuda()(packed)[0], batch_first=True)
+print("packed:", padded.device, lengths.device)
+"""
+
+
+def test_run_rnn_layers_raise_pytorchs_own_messages_which_side_is_where(tmp_path, fixdev):
+    script = tmp_path / "rnn_cases.py"
+    script.write_text(RNN_CASES)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    out = shown.stdout.decode().splitlines()
+    for kind in ("LSTM", "GRU", "RNN"):
+        assert [line.split(" ", 1)[1] for line in out if line.startswith(kind + " ")] == [
+            "Input and parameter tensors are not at the same device, found input tensor at cpu and parameter tensor at cuda:0",
+            "Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at cpu",
+            "Input and hidden tensors are not at the same device, found input tensor at cpu and hidden tensor at cuda:0",
+            "Input and parameter tensors are not at the same device, found input tensor at cuda:0 and parameter tensor at cpu",
+            "on one device: cuda:0",
+        ]
+    assert out[-1] == "packed: cuda:0 cpu"
+    assert b"cuDNN" not in shown.stderr, "the virtual GPU has no cuDNN to warn about"
+
+
+RNN_HIDDEN = """\
+import torch
+import torch.nn as nn
+
+
+class Tagger(nn.Module):
+    def __init__(self, features, hidden, tags):
+        super().__init__()
+        self.hidden = hidden
+        self.rnn = nn.LSTM(features, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, tags)
+
+    def forward(self, x):
+        h0 = torch.zeros(1, x.size(0), self.hidden)
+        c0 = torch.zeros(1, x.size(0), self.hidden)
+        y, _ = self.rnn(x, (h0, c0))
+        return self.out(y)
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = Tagger(8, 16, 3).to(device)
+print("score", model(torch.randn(2, 5, 8, device=device)).sum().item())
+"""
+
+RNN_PARAMETER = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+encoder = nn.GRU(16, 32, batch_first=True).to(device)
+loader = DataLoader(TensorDataset(torch.randn(16, 10, 16)), batch_size=8)
+
+for (batch,) in loader:
+    states, last = encoder(batch)
+    print("state", tuple(last.shape))
+"""
+
+
+@pytest.mark.parametrize("source, line, function, message, fixed", [
+    pytest.param(RNN_HIDDEN, 15, "forward", "Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden tensor at cpu",
+                 "h0 = torch.zeros(1, x.size(0), self.hidden, device=x.device)", id="hidden"),
+    pytest.param(RNN_PARAMETER, 10, "<module>", "Input and parameter tensors are not at the same device, found input tensor at cpu and parameter tensor at cuda:0",
+                 "batch = batch.to(device)", id="parameter"),
+])
+def test_run_explains_and_fixes_an_rnn_error_as_traceback_does(tmp_path, fixdev, source, line, function, message, fixed):
+    script = tmp_path / "recurrent.py"
+    script.write_text(source)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert shown.returncode == 1, err
+    assert f"device error at {script}:{line}: in {function}: RuntimeError: {message}" in err
+    assert "error: a recurrent layer's input is on" in err
+    assert fixed in shown.stdout.decode(), "the fix, as a diff"
+    done = fixdev("--run", "--apply", "--", "python", str(script), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert fixed in script.read_text() and "round 2: the command completed" in done.stderr.decode()
+
+
+THREADS = """\
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+weights = torch.randn(4, 4, device=device)
+moved = []
+
+
+class Prefetch(threading.Thread):  # a subclass with its own run(), as prefetchers are written
+    def run(self):
+        moved.append(torch.randn(2, 4).cuda())
+
+
+def score(rows):
+    batch = torch.randn(rows, 4)
+    return (batch @ weights).sum().item()
+
+
+prefetch = Prefetch()
+prefetch.start()
+prefetch.join()
+print("prefetched on", moved[0].device)
+with ThreadPoolExecutor(max_workers=2) as pool:
+    print("moved in a worker:", pool.submit(lambda: torch.ones(2).cuda().device).result())
+    print("score", pool.submit(score, 3).result())
+"""
+
+
+def test_run_catches_cuda_calls_and_mismatches_in_threads_and_pool_workers(tmp_path, fixdev):
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    out, err = shown.stdout.decode(), shown.stderr.decode()
+    assert "prefetched on cuda:0" in out and "moved in a worker: cuda:0" in out, err
+    assert shown.returncode == 1, err
+    assert f"device error at {script}:18: in score: RuntimeError: Expected all tensors to be on the same device" in err
+    assert "FDV102" in err or "FDV107" in err
+
+
+THREAD_ERROR = """\
+import threading
+
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+table = torch.randn(10, 3, device=device)
+
+
+def lookup():
+    offsets = torch.arange(3)
+    print("row", (table[2] + offsets).sum().item())
+
+
+worker = threading.Thread(target=lookup)
+worker.start()
+worker.join()
+print("main thread done")
+"""
+
+
+def test_run_reports_a_device_error_that_ends_a_thread(tmp_path, fixdev):
+    """An uncaught error ends only its thread (the program goes on and may
+    exit 0), as threading.excepthook prints it; --run still reports it."""
+    script = tmp_path / "lookup.py"
+    script.write_text(THREAD_ERROR)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert "main thread done" in shown.stdout.decode()
+    assert shown.returncode == 1, err
+    assert f"device error at {script}:11: in lookup: RuntimeError: Expected all tensors" in err
+    fixed = fixdev("--run", "--apply", "--", "python", str(script), cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr.decode()
+    assert "offsets = torch.arange(3, device=device)" in script.read_text() and b"row" in fixed.stdout
+
+
+DEFAULT_DEVICE = """\
+import torch
+import torch.nn as nn
+
+torch.set_default_device("cuda")
+made = torch.zeros(3)
+layer = nn.Linear(3, 2)
+print("default:", made.device, layer.weight.device, torch.get_default_device())
+print("with cuda:", (made + torch.ones(3).cuda()).device, layer(made).device)
+try:
+    made + torch.ones(3, device="cpu")
+except RuntimeError as exc:
+    print("with cpu:", exc)
+torch.set_default_device(None)
+with torch.device("cuda"):
+    inside = torch.randn(2)
+print("block:", inside.device, torch.zeros(1).device)
+try:
+    inside * torch.arange(2)
+except RuntimeError as exc:
+    print("block with cpu:", exc)
+"""
+
+
+def test_run_default_device_cuda_places_factories_on_the_virtual_gpu(tmp_path, fixdev):
+    script = tmp_path / "default_device.py"
+    script.write_text(DEFAULT_DEVICE)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    mixed = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    assert shown.stdout.decode().splitlines() == [
+        "default: cuda:0 cuda:0 cuda:0", "with cuda: cuda:0 cuda:0", f"with cpu: {mixed}",
+        "block: cuda:0 cpu", f"block with cpu: {mixed}",
+    ]
+    cpu_only = fixdev("--run", "--gpus", "0", "--", "python", str(script), cwd=tmp_path)
+    err = cpu_only.stderr.decode()
+    assert cpu_only.returncode == 1 and f"AssertionError: {CPU_WHEEL}" in err, err
+    assert f'File "{script}", line 5' in err, "fails at the first factory, as a CPU wheel does"

@@ -398,6 +398,50 @@ def _loc(index, offset: int) -> dict[str, int]:
     return json_location(index, offset)
 
 
+@dataclass
+class Diagnosis:
+    """What ``--traceback`` found in a log: the run over PATH, each device
+    error explained (fixes made, written with ``apply``), and the findings
+    left in the failing lines' functions."""
+
+    job: Run
+    explained: list[Explained]
+    remaining: list[Finding]
+    mode: str
+
+    def as_json(self) -> list[dict]:
+        return as_json(self.explained, self.job)
+
+    def exit_code(self, exit_zero: bool = False) -> int:
+        if self.job.missing or any(item.status in ("stale", "error", "ambiguous") for item in self.explained):
+            return 2
+        if exit_zero:
+            return 0
+        if self.mode == "apply":
+            return 0 if all(item.status == "fixed" for item in self.explained) and not self.remaining else 1
+        return 1
+
+
+def diagnose(log_text: str, paths: Sequence[Path], mode: str, overrides, excludes: Sequence[str] = ()) -> Diagnosis | None:
+    """The log's device errors explained and fixed (written with ``mode``
+    ``apply``), printing nothing; None when the log holds no device error."""
+    from fixdev.diagnose.explain import analyse
+
+    reports = parse_log(log_text)
+    if not reports:
+        return None
+    job = Run(paths, overrides, excludes)
+    explained = [analyse(report, job.index, job.load) for report in reports]
+    for item in explained:
+        if item.path is not None and item.line is not None and item.status in ("fixable", "explained"):
+            item.also = same_flow(job.load(item.path), item.line, item.findings)
+            if item.also:
+                item.why.append(_next_words(item, job))
+    job.fix(explained, write=mode == "apply")
+    remaining = [f for entry in job.files.values() if entry.fixed is not None and not entry.error for f in entry.remaining]
+    return Diagnosis(job, explained, remaining, mode)
+
+
 def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, quiet: bool, exit_zero: bool, color: bool,
         echo: Callable[..., None], excludes: Sequence[str] = (), source: str = "the log") -> int:
     """Print what ``--traceback`` says and return the exit code."""
@@ -405,29 +449,16 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
 
     from fixdev.interfaces.output import code_diff, display
 
-    from fixdev.diagnose.explain import analyse
-
-    reports = parse_log(log_text)
-    if not reports:
+    found = diagnose(log_text, paths, mode, overrides, excludes)
+    if found is None:
         shown = exception_lines(log_text)
         said = f" (it shows: {short(shown[-1], 100)})" if shown else ""
         echo(f"fixdev: error: no device error recognised in the log{said}. Known error families:\n" + known_families(), err=True)
         return 2
-    job = Run(paths, overrides, excludes)
+    job, explained, remaining = found.job, found.explained, found.remaining
     for missing in job.missing:
         echo(f"{display(missing.path)}: error: {missing.message}", err=True)
-    explained = [analyse(report, job.index, job.load) for report in reports]
-    for item in explained:
-        if item.path is not None and item.line is not None and item.status in ("fixable", "explained"):
-            item.also = same_flow(job.load(item.path), item.line, item.findings)
-            if item.also:
-                item.why.append(_next_words(item, job))
-    if mode != "check":
-        job.fix(explained, write=mode == "apply")
-    else:
-        job.fix(explained, write=False)
     to_err = mode != "check"
-    remaining = [f for entry in job.files.values() if entry.fixed is not None and not entry.error for f in entry.remaining]
     # -q with --apply, as for files: what was fixed is not shown (no report, no
     # diff), only what is left: the errors not fixed and the findings that remain
     terse = quiet and mode == "apply"
@@ -451,13 +482,7 @@ def run(log_text: str, paths: Sequence[Path], mode: str, overrides, fmt: str, qu
                         echo(finding_line(path, index, finding, concise=True), err=True)
     if not quiet and fmt != "json":
         echo(_summary(explained, job, mode, source, remaining), err=True)
-    if job.missing or any(item.status in ("stale", "error", "ambiguous") for item in explained):
-        return 2
-    if exit_zero:
-        return 0
-    if mode == "apply":
-        return 0 if all(item.status == "fixed" for item in explained) and not remaining else 1
-    return 1
+    return found.exit_code(exit_zero)
 
 
 def _next_words(item: Explained, job: "Run") -> str:

@@ -15,6 +15,9 @@ every op's outputs with its inputs' device, and raises PyTorch's own errors
 when one op mixes a device tensor with a non-scalar CPU tensor. While it is
 installed, ``torch.cuda``'s queries (``is_available``, ``device_count``,
 memory, seeding, ``synchronize``) are patched; ``uninstall`` restores them.
+Threads started through ``threading`` enter the mode too (a mode is per
+thread), and a ``torch.set_default_device`` / ``with torch.device(...)``
+context's device is given to the factories it covers.
 
 torch is imported only when ``install`` is called: ``fixdev.gpu`` is
 imported by pytest in every run and by the CLI.
@@ -83,8 +86,51 @@ def install(gpus: int = 1) -> None:
     _STATE.gpus, _STATE.current, _STATE.seeds = gpus, 0, {}
     mode = _build_mode(torch)()
     _patch_cuda(torch, gpus)
+    _patch_threads()
     mode.__enter__()
     _STATE.mode = mode
+
+
+def _leave(mode: Any) -> None:
+    """Take ``mode`` off this thread's stack, wherever it is (a
+    ``torch.set_default_device`` in the thread put its context below it)."""
+    from torch.overrides import _get_current_function_mode_stack, _pop_mode, _push_mode
+
+    stack = _get_current_function_mode_stack()
+    if mode not in stack:
+        return
+    above = []
+    while True:
+        top = _pop_mode()
+        if top is mode:
+            break
+        above.append(top)
+    for item in reversed(above):
+        _push_mode(item)
+
+
+def _patch_threads() -> None:
+    """A TorchFunctionMode is per thread: a thread the program starts (a
+    prefetch thread, a ``concurrent.futures`` worker, a DataLoader's pin
+    thread) enters the mode first. ``Thread._bootstrap_inner`` runs in the
+    new thread before ``run()``, so subclasses that override ``run`` get it too."""
+    import threading
+
+    started = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def bootstrap(thread: Any) -> None:
+        mode = _STATE.mode
+        if mode is None:
+            return started(thread)
+        mode.__enter__()
+        try:
+            started(thread)
+        finally:
+            # left while the thread still holds the GIL: a mode left on a
+            # finished thread's stack aborts the process at exit
+            _leave(mode)
+
+    _patch(threading.Thread, "_bootstrap_inner", bootstrap)
 
 
 def uninstall() -> None:
@@ -222,6 +268,9 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
     # the class, so a DataLoader's pin-memory thread, outside the mode, sees it too)
     _patch(torch.Tensor, "pin_memory", lambda self, device=None: self)
     _patch(torch.Tensor, "is_pinned", lambda self, device=None: False)
+    # the virtual GPU has no cuDNN: an RNN's flatten_parameters asks, and on a
+    # CPU build torch would warn that it was compiled without it
+    _patch(torch.backends.cudnn, "is_acceptable", lambda tensor: False)
 
 
 class _Stream:
@@ -474,6 +523,38 @@ def _build_mode(torch: Any) -> type:
             _tag(out, device)
         return out
 
+    def recurrent(func, args, kwargs):
+        # aten's RNN check_attributes: the hidden state first, then the
+        # parameters, each against the input. The arguments: (input,
+        # [batch_sizes,] hx, params, ...); an LSTM's hx is a tuple, the
+        # params a list; a packed sequence's batch_sizes stay on the CPU.
+        sequences = [i for i, value in enumerate(args) if isinstance(value, (list, tuple))]
+        lstm = func is torch.lstm
+        if kwargs or len(sequences) < (2 if lstm else 1):
+            return generic(func, args, kwargs)
+        at = sequences[1] if lstm else sequences[0]
+        hidden = args[at - 1]
+        checked = (("hidden", hidden if isinstance(hidden, (list, tuple)) else (hidden,)), ("parameter", args[at]))
+        device = tag_of(args[0])
+        for name, tensors in checked:
+            for tensor in tensors:
+                if isinstance(tensor, Tensor) and tag_of(tensor) != device:
+                    raise DeviceError(f"Input and {name} tensors are not at the same device, found input tensor at "
+                                      f"{device or cpu} and {name} tensor at {tag_of(tensor) or cpu}")
+        out = func(*args, **kwargs)
+        if device is not None:
+            _tag(out, device)
+        return out
+
+    def packing(func, args, kwargs):
+        # (data, lengths or batch_sizes, ...) -> (data, lengths or batch_sizes):
+        # the sizes are CPU tensors on a GPU too
+        out = func(*args, **kwargs)
+        device = tag_of(args[0])
+        if device is not None:
+            _tag(out[0], device)
+        return out
+
     def type_(func, args, kwargs):
         device = tag_of(args[0])
         if device is None or len(args) > 1 or kwargs:
@@ -509,7 +590,50 @@ def _build_mode(torch: Any) -> type:
         Tensor.__setitem__: getitem,
         Tensor.type: type_,
         Tensor.__repr__: repr_,
+        torch.lstm: recurrent,
+        torch.gru: recurrent,
+        torch.rnn_tanh: recurrent,
+        torch.rnn_relu: recurrent,
+        torch._pack_padded_sequence: packing,
+        torch._pad_packed_sequence: packing,
     }
+
+    from torch._C import _len_torch_function_stack as _len_stack
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext, _device_constructors
+
+    def default_device(func) -> Any:
+        """The device a ``DeviceContext`` on this thread's stack gives a
+        factory called without ``device=`` (None: none does)."""
+        try:
+            if func not in _device_constructors():
+                return None
+        except TypeError:  # an unhashable callable
+            return None
+        for mode in reversed(_get_current_function_mode_stack()):
+            if isinstance(mode, DeviceContext):
+                return mode.device
+        return None
+
+    def generic(func, args, kwargs):
+        """An op's inputs on one device (0-dim CPU tensors aside), its
+        outputs tagged with it."""
+        tensors = list(_tensors(torch, args, kwargs))
+        if not tensors:
+            return func(*args, **kwargs)
+        try:
+            device, scalars = common(tensors)
+        except DeviceError:
+            name = getattr(func, "__name__", "")
+            if name in _CONVOLUTIONS and len(args) > 1 and isinstance(args[1], Tensor):
+                data, weight = args[0], args[1]
+                raise DeviceError(f"Input type ({_type_name(data, tag_of(data))}) and weight type "
+                                  f"({_type_name(weight, tag_of(weight))}) should be the same") from None
+            raise
+        out = func(*args, **kwargs)
+        if device is not None:
+            _tag(out, device, scalars)
+        return out
 
     class VirtualGPU(TorchFunctionMode):
         """Devices as storage tags; see the module's docstring."""
@@ -522,6 +646,13 @@ def _build_mode(torch: Any) -> type:
                 handler = None
             if handler is not None:
                 return handler(func, args, kwargs)
+            if kwargs.get("device") is None and _len_stack():
+                # torch.set_default_device / with torch.device(...): their
+                # context sits below this mode and would give the factory a
+                # real "cuda"; the device it would give is placed here instead
+                default = default_device(func)
+                if default is not None:
+                    kwargs = dict(kwargs, device=default)
             if "device" in kwargs and kwargs["device"] is not None:  # a factory, or new_* / *_like with a device
                 wanted = target(kwargs["device"])
                 if wanted is False:
@@ -531,22 +662,7 @@ def _build_mode(torch: Any) -> type:
                     _tag(out, wanted)
                     return out
                 return func(*args, **kwargs)
-            tensors = list(_tensors(torch, args, kwargs))
-            if not tensors:
-                return func(*args, **kwargs)
-            try:
-                device, scalars = common(tensors)
-            except DeviceError:
-                name = getattr(func, "__name__", "")
-                if name in _CONVOLUTIONS and len(args) > 1 and isinstance(args[1], Tensor):
-                    data, weight = args[0], args[1]
-                    raise DeviceError(f"Input type ({_type_name(data, tag_of(data))}) and weight type "
-                                      f"({_type_name(weight, tag_of(weight))}) should be the same") from None
-                raise
-            out = func(*args, **kwargs)
-            if device is not None:
-                _tag(out, device, scalars)
-            return out
+            return generic(func, args, kwargs)
 
     return VirtualGPU
 
@@ -578,14 +694,32 @@ def report_uncaught(path: str | None) -> None:
     import sys
     import traceback
 
-    previous = sys.excepthook
+    import threading
+
+    previous, previous_thread = sys.excepthook, threading.excepthook
+    lock = threading.Lock()
+
+    def record(kind, value, tb) -> None:
+        # appended: a thread's error and the main thread's (or a child
+        # process's and its parent's) all reach --run, which picks the device error
+        if path:
+            with lock, open(path, "a", encoding="utf-8") as handle:
+                handle.write("".join(traceback.format_exception(kind, value, tb)))
 
     def hook(kind, value, tb):
         tb = trimmed(tb)
         value = value.with_traceback(tb)
-        if path:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write("".join(traceback.format_exception(kind, value, tb)))
+        record(kind, value, tb)
         previous(kind, value, tb)
 
+    def thread_hook(args):
+        # an uncaught error ends only its thread, and the program goes on
+        if args.exc_type is SystemExit or args.exc_value is None:
+            return previous_thread(args)
+        tb = trimmed(args.exc_traceback)
+        value = args.exc_value.with_traceback(tb)
+        record(args.exc_type, value, tb)
+        previous_thread(threading.ExceptHookArgs([args.exc_type, value, tb, args.thread]))
+
     sys.excepthook = hook
+    threading.excepthook = thread_hook

@@ -242,6 +242,8 @@ def main_command(
     run_command: bool = typer.Option(False, "--run", help="Run the command after -- on a virtual GPU (real values on the CPU); on a device error, say why and the fix (--apply: write it, run again)."),
     gpus: int = typer.Option(1, "--gpus", min=0, metavar="N", help="With --run: the virtual GPUs (0: a CPU-only machine, where CUDA calls fail)."),
     max_rounds: int = typer.Option(5, "--max-rounds", min=1, metavar="N", help="With --run --apply: at most N runs."),
+    round_timeout: Optional[float] = typer.Option(None, "--round-timeout", min=0.001, metavar="SECONDS",
+                                                  help="With --run: a run that lasts SECONDS without a device error is stopped and ends the rounds (default with --apply: 120; without: none)."),
     probe_train: bool = typer.Option(False, "--train", help="With --probe: train mode, then the loss and backward where the fake GPU allows."),
 ) -> None:
     """Find and fix PyTorch device bugs (CPU/CUDA mismatches).
@@ -280,8 +282,10 @@ def main_command(
         raise typer.Exit(_finish(report, _show(paths or [Path(".")], show_files, overrides, _words(exclude), not no_notebooks, force_exclude, report)))
     if run_command:
         if traceback_log is not None or probe is not None or interactive or diff:
-            _fail("--run goes with --gpus, --apply, --max-rounds and --unsafe-fixes, not with --traceback, --probe, --diff or -i")
-        raise typer.Exit(_run(paths, gpus, mode is Mode.APPLY, max_rounds, overrides, output_format, use_color))
+            _fail("--run goes with --gpus, --apply, --max-rounds, --round-timeout and --unsafe-fixes, not with --traceback, --probe, --diff or -i")
+        raise typer.Exit(_run(paths, gpus, mode is Mode.APPLY, max_rounds, round_timeout, overrides, output_format, use_color))
+    if round_timeout is not None:
+        _fail("--round-timeout goes with --run")
     if (probe_inputs or probe_init is not None or probe_train) and probe is None:
         _fail("--input, --init and --train go with --probe FILE:CLASS")
     if traceback_log is not None or probe is not None:
@@ -488,7 +492,8 @@ def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], m
     return tracebacks.run(text, paths or [Path(".")], mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo, excludes)
 
 
-def _run(paths: Optional[List[Path]], gpus: int, apply: bool, max_rounds: int, overrides: Overrides, fmt: Format, color: bool) -> int:
+def _run(paths: Optional[List[Path]], gpus: int, apply: bool, max_rounds: int, round_timeout: Optional[float], overrides: Overrides, fmt: Format,
+         color: bool) -> int:
     """--run -- COMMAND: the command's words as typed (after the first --),
     not as PATH's Path objects spell them."""
     from fixdev.gpu import run as running
@@ -497,7 +502,7 @@ def _run(paths: Optional[List[Path]], gpus: int, apply: bool, max_rounds: int, o
     if fmt.value not in ("full", "concise", "json"):
         _fail("--run prints full, concise or json output")
     try:
-        return running.run(command, gpus, apply, max_rounds, overrides, fmt.value, color, typer.echo)
+        return running.run(command, gpus, apply, max_rounds, overrides, fmt.value, color, typer.echo, round_timeout)
     except running.RunError as exc:
         _fail(str(exc))
         return EXIT_ERROR
