@@ -708,8 +708,10 @@ class HardCodedCuda(Rule):
             return
         device, edits = chosen
         text = device
-        if is_move and analysis.keyword(call, "copy") is None and analysis.what_of(self, call.func.value) is not What.MODULE and analysis.written_in_place(self, call):
-            text = f"{device}, copy=True"  # .to("cuda") copies a CPU tensor; .to(device) on the CPU would not
+        if is_move and analysis.keyword(call, "copy") is None and analysis.what_of(self, call.func.value) not in (What.MODULE, What.BATCH) and analysis.written_in_place(self, call):
+            # .to("cuda") copies a CPU tensor; .to(device) on the CPU would not (a batch
+            # object's .to, a BatchEncoding's, takes no copy=)
+            text = f"{device}, copy=True"
         edits.append(self.replace(arg.value, text))
         self.report(arg.value, fix=edits, fix_message=f"Use `{device}`")
 

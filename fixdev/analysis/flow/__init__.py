@@ -109,10 +109,10 @@ from fixdev.analysis.flow.lattice import (
 )
 from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.syntax import AST_LEAVES, ast_children, ast_statements, ast_walk
-from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_OBJECT, LIGHTNING_MODULES, MODULE_SELF_METHODS, NOT_MODULES, OPTIMIZER
+from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_OBJECT, ENCODING, LIGHTNING_MODULES, MODULE_SELF_METHODS, NOT_MODULES, OPTIMIZER
 
 __all__ = [
-    "ARRAY_VALUE", "AST_LEAVES", "CONFIG_NAMES", "DEVICE_OBJECT", "FOLLOWS_MODULE", "HOST", "LIGHTNING_MODULES", "MODULE_SELF_METHODS",
+    "ARRAY_VALUE", "AST_LEAVES", "CONFIG_NAMES", "DEVICE_OBJECT", "ENCODING", "FOLLOWS_MODULE", "HOST", "LIGHTNING_MODULES", "MODULE_SELF_METHODS",
     "MOVES_INPUTS", "NOTHING", "NOT_MODULES", "OPTIMIZER", "PARAM_FREE", "PENDING", "UNKNOWN", "UNKNOWN_VALUE", "ZERO_DIM",
     "Device", "Evidence", "FileFlow", "Parts", "SameAs", "Sink", "Value", "What",
     "ast_children", "ast_statements", "ast_walk", "container_value", "host_loader",

@@ -7,11 +7,42 @@ from fixdev.analysis.flow.index import FUNCTION_DEFS
 from fixdev.analysis.flow.lattice import MAX_INLINE_DEPTH
 from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, FOLLOWS_MODULE, HOST, Instance, MOVES_INPUTS, NOTHING, NO_PLACES, PARAM_FREE, Parts, SCALAR_VALUE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, container_value, host_loader, join_all, kinds_of, spread_inputs, join
 from fixdev.analysis.flow.syntax import chain_of, is_constant_number, root_of
-from fixdev.analysis.flow.vocabulary import COMBINING_METHODS, DATA_LOADERS, DEVICE_OBJECT, DTYPES, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
+from fixdev.analysis.flow.vocabulary import COMBINING_METHODS, DATA_LOADERS, DEVICE_OBJECT, DTYPES, ENCODING, TOKENIZER_TENSOR_METHODS, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
 from fixdev.analysis.flow import expressions, sinks
 
 
 def e_call(run, node: ast.Call, state: dict) -> Value:
+    value = _call(run, node, state)
+    if value is UNKNOWN_VALUE and node.keywords:
+        return encoded(run, node)
+    return value
+
+
+def encoded(run, node: ast.Call) -> Value:
+    """``tokenizer(texts, return_tensors="pt")`` (a tokenizer, processor or
+    feature extractor the analysis cannot see): a ``BatchEncoding`` of host
+    tensors (ref ``ENCODING``); ``tokenizer.encode(..., return_tensors="pt")``
+    and ``apply_chat_template`` without ``return_dict=True``: one host tensor.
+    Unknown under a default device, which the tokenizer's tensors follow."""
+    pt = as_dict = False
+    for keyword in node.keywords:
+        if keyword.arg == "return_tensors":
+            value = keyword.value
+            if type(value) is not ast.Constant or value.value != "pt":
+                return UNKNOWN_VALUE
+            pt = True
+        elif keyword.arg == "return_dict":
+            as_dict = type(keyword.value) is ast.Constant and keyword.value.value is True
+    if not pt or run._default_device or run.index.default_device_set:
+        return UNKNOWN_VALUE
+    tensor = Value(What.TENSOR, frozenset({(HOST, node)}))
+    func = node.func
+    if type(func) is ast.Attribute and func.attr in TOKENIZER_TENSOR_METHODS and not (func.attr == "apply_chat_template" and as_dict):
+        return tensor
+    return Value(What.BATCH, frozenset({(HOST, node)}), Parts(tensor), ENCODING)
+
+
+def _call(run, node: ast.Call, state: dict) -> Value:
     func = node.func
     if type(func) is ast.Attribute:
         receiver = run.ev(func.value, state)
@@ -432,8 +463,9 @@ def module_method(run, module: Value, name: str, receiver_node: ast.AST, node: a
         tensor = Value(What.TENSOR, module.places, flags=FOLLOWS_MODULE)
         pair = container_value([SCALAR_VALUE, tensor], ((0, SCALAR_VALUE), (1, tensor)), UNKNOWN_VALUE)
         return Value(What.BATCH if name == "state_dict" else What.UNKNOWN, module.places, Parts(tensor if name == "state_dict" else pair))
-    if name == "forward":
-        return call_module(run, module, node.func, node, state)
+    if name == "forward" or name == "generate" and (type(module.ref) is not Instance or run.flow.classes.method_of(module.ref.cls, name) is None):
+        # model.forward(x); a language model's generate() runs its forward on what it is given
+        return call_module(run, module, receiver_node, node, state)
     if type(module.ref) is Instance:
         return own_method(run, module, name, node, positional, keywords, state)
     return UNKNOWN_VALUE
@@ -554,5 +586,5 @@ def batch_method(run, batch: Value, name: str, node: ast.Call, positional: list[
         if moved is None:
             return batch
         element = Value(What.TENSOR, moved)
-        return Value(What.BATCH, moved, Parts(element, tuple((k, element) for k, _ in parts.items)))
+        return Value(What.BATCH, moved, Parts(element, tuple((k, element) for k, _ in parts.items)), batch.ref if batch.ref == ENCODING else None)
     return UNKNOWN_VALUE

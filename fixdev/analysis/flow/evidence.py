@@ -19,6 +19,7 @@ from fixdev.analysis.flow.vocabulary import (
     NOT_OPERATIONS,
     NUMBER_FIRST_OPERATIONS,
     TENSOR_FACTORIES,
+    TENSOR_METHODS,
     TENSOR_ONLY_ATTRIBUTES,
     TENSOR_ONLY_METHODS,
     is_torch_module_class,
@@ -46,9 +47,20 @@ def tensor_parameters(flow, scope) -> frozenset:
         return frozenset()
     first_use: dict[str, tuple] = {}
     first_store: dict[str, tuple] = {}
+    assigned: set[int] = set()  # names an assignment binds: after its value is read (x = torch.cat((x, y)))
     for node in ast_walk(function):
-        if type(node) is ast.Name:
-            if node.id in names and type(node.ctx) is not ast.Load:
+        kind = type(node)
+        if kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
+            for target in node.targets if kind is ast.Assign else (node.target,):
+                for sub in ast_walk(target):
+                    if type(sub) is ast.Name and sub.id in names and type(sub.ctx) is ast.Store:
+                        assigned.add(id(sub))
+                        end = (node.end_lineno, node.end_col_offset)
+                        if end < first_store.get(sub.id, (1 << 30, 0)):
+                            first_store[sub.id] = end
+            continue
+        if kind is ast.Name:
+            if node.id in names and type(node.ctx) is not ast.Load and id(node) not in assigned:
                 _earliest(first_store, node.id, node)
             continue
         for used in _tensor_uses(flow, node, scope):
@@ -71,6 +83,18 @@ def tensor_attributes(flow, cls: ast.ClassDef) -> frozenset:
                 if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
                     found.add(used.attr)
     return frozenset(found)
+
+
+def shows_tensor(flow, scope, roots: list, name: str) -> bool:
+    """Whether the code under ``roots`` (in ``scope``) uses the local ``name``
+    as only a tensor is used (``_tensor_uses``): a loop's batch that is one
+    tensor, not a list or dict of them."""
+    for root in roots:
+        for node in ast_walk(root):
+            for used in _tensor_uses(flow, node, scope):
+                if type(used) is ast.Name and used.id == name:
+                    return True
+    return False
 
 
 def _tensor_uses(flow, node: ast.AST, scope) -> list:
@@ -103,9 +127,13 @@ def _earliest(found: dict, name: str, node: ast.AST) -> None:
 
 
 def _unsliced(node: ast.AST) -> ast.AST | None:
-    """``x`` (a name or ``self.x``) of ``x`` or of ``x[:, :-1]`` (a slice in
+    """``x`` (a name or ``self.x``) of ``x``, of ``x.float()`` or of ``x[:, :-1]`` (a slice in
     more than one dimension is an array's, and an array torch rejects: a
     tensor's); None for other expressions."""
+    while type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in TENSOR_METHODS:
+        # torch.cat((x.repeat(n, 1), y)): what x.repeat gives is a tensor, and a
+        # NumPy array's (or a module's) would give no tensor either
+        node = node.func.value
     if type(node) is ast.Subscript and type(node.slice) is ast.Tuple:
         if any(type(e) is ast.Slice or (type(e) is ast.Constant and e.value is Ellipsis) for e in node.slice.elts):
             node = node.value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from fixdev.analysis.flow import evidence
+from fixdev.analysis.flow import entries, evidence
 from fixdev.analysis.flow.lattice import Device, PENDING, SCALAR_VALUE, SameAs, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, kinds_of, position_of, settled_origins
 
 
@@ -94,6 +94,8 @@ def meet(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_
         params = {p.text for p, _ in host.places if type(p) is SameAs and p.home is function}
         if len(params) == 1 and all(type(p) is SameAs for p, _ in host.places):
             run.meetings.append((params.pop(), kind, node, host_node, device_node, device))
+    if run.record and run.cls_info is not None and not run.cls_info.is_module and host.places:
+        entries.entry(run, kind, node, host_node, host, device_node, device)
     return False
 
 
