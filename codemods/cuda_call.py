@@ -12,6 +12,12 @@ from fixdev.analysis import file_analysis as analysis
 from fixdev.analysis.flow import What
 
 KEPT_KEYWORDS = {"non_blocking", "memory_format"}
+# Factories whose values do not depend on where they are made: `.cuda()` on
+# one folds into its `device=` (made there at once, no host copy made first).
+# Random factories draw from the device's generator with `device=` (other
+# numbers for the same seed), and `as_tensor` may share an array's memory on
+# the CPU: those keep `.to(device)`.
+FOLDED_FACTORIES = frozenset(f"torch.{name}" for name in "zeros ones full empty arange eye linspace tensor".split())
 
 
 def _expects_an_error(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> bool:
@@ -47,6 +53,10 @@ class CudaCall(Rule):
     where torch is optional (`try: import torch / except ImportError`) or
     imported only inside functions, at the start of the function instead, so
     importing the module never starts to require torch.
+    On a factory whose values do not depend on the device (`torch.zeros`,
+    `ones`, `full`, `empty`, `arange`, `eye`, `linspace`, `tensor`), the move
+    folds into it: `torch.zeros(2).cuda()` becomes `torch.zeros(2,
+    device=device)`.
     A bare statement `x.cuda()` on something not known to be a module becomes
     `x = x.to(device)`: a tensor's `.cuda()` returns a copy, so the bare call
     did nothing.
@@ -127,7 +137,7 @@ class CudaCall(Rule):
     INVALID = [
         Invalid(
             "import torch\nmodel = Net().cuda()\n",
-            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = Net().to(device)\n',
+            'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = Net().to(device)\n',
         ),
         Invalid(
             "import torch\ndevice = torch.device('cuda')\nx = torch.ones(3)\nx.cuda()\n",
@@ -143,9 +153,14 @@ class CudaCall(Rule):
         ),
         Invalid(
             "import torch\nimport torch.nn as nn\nmodel = nn.Linear(2, 2)\nmodel.cuda()\n",
-            'import torch\nimport torch.nn as nn\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = nn.Linear(2, 2)\nmodel.to(device)\n',
+            'import torch\nimport torch.nn as nn\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = nn.Linear(2, 2)\nmodel.to(device)\n',
         ),
         Invalid("import torch\nx = x.cuda(1)\ny = y.cuda(device=k)\n", None),
+        # a factory whose values do not depend on the device: made there at once
+        Invalid(
+            "import torch\ndef run(device):\n    return torch.zeros(2, dtype=torch.long).cuda(), torch.randn(2).cuda()\n",
+            "import torch\ndef run(device):\n    return torch.zeros(2, dtype=torch.long, device=device), torch.randn(2).to(device)\n",
+        ),
         # written in place later: .to() on the CPU would return the original itself
         Invalid(
             "def step(batch, device):\n    x = batch.cuda()\n    x[0] = 0\n    return x\n",
@@ -172,9 +187,14 @@ class CudaCall(Rule):
             self.report(node, "`.cuda()` ties the code to CUDA; no place to define a device that is sure to run before this line")
             return
         device, edits = chosen
+        receiver = node.func.value
+        if not node.args and self._folds(receiver):
+            edits.append(self.replace(node, analysis.with_keyword_argument(receiver, "device", device)))
+            self.report(node, fix=edits, fix_message=f"Make it there: `device={device}`")
+            return
         start, end = self.span(node.func.attr)[0], self.span(node)[1]
         moved = [device]
-        if analysis.what_of(self, receiver := node.func.value) is not What.MODULE and analysis.written_in_place(self, node):
+        if analysis.what_of(self, receiver) is not What.MODULE and analysis.written_in_place(self, node):
             moved.append("copy=True")  # .cuda() copies; .to() on the CPU would hand back the original to be written
         edits.append(Edit(start, end, analysis.call_text(self, "to", moved, node.args)))
         statement = self.parent(node)
@@ -182,3 +202,11 @@ class CudaCall(Rule):
             if analysis.what_of(self, receiver) is not What.MODULE:
                 edits.append(self.insert(self.span(node)[0], f"{self.code_of(receiver)} = "))
         self.report(node, fix=edits, fix_message=f"Use `.to({device})`")
+
+    def _folds(self, receiver: cst.BaseExpression) -> bool:
+        """``torch.zeros(2)`` in ``torch.zeros(2).cuda()``: a factory whose values
+        do not depend on the device, with no ``device=`` and no ``*args`` or
+        ``**kwargs`` (which may hold one)."""
+        if not isinstance(receiver, cst.Call) or not self.qualified_names(receiver.func) & FOLDED_FACTORIES:
+            return False
+        return all(arg.star == "" and (arg.keyword is None or arg.keyword.value != "device") for arg in receiver.args)

@@ -120,6 +120,7 @@ class FactoryDevice(Rule):
     group = "mismatch"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
     # the fast one first; `def`: a function's tensor parameter met by a factory (a "relative" sink)
+    fixes_where_made = True
     trigger = (DEVICE_CODE.pattern + r"|\bdef\b", analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(")
 
     @classmethod

@@ -487,7 +487,7 @@ class HardCodedCuda(Rule):
         ),
         Invalid(
             'import torch\nmask = torch.ones(3).to("cuda")\n',
-            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmask = torch.ones(3).to(device)\n',
+            'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmask = torch.ones(3).to(device)\n',
         ),
         Invalid(
             'import torch\ndef step(model, x):\n    y = model(x)\n    torch.cuda.synchronize()\n    return y\n',

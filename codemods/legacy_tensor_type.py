@@ -155,7 +155,7 @@ class LegacyTensorType(Rule):
     INVALID = [
         Invalid(
             "import torch\nx = torch.cuda.FloatTensor(2, 3).zero_()\n",
-            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+            'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
             "x = torch.empty(2, 3, dtype=torch.float32, device=device).zero_()\n",
         ),
         Invalid(
@@ -176,7 +176,7 @@ class LegacyTensorType(Rule):
             "import torch\ncuda = torch.cuda.is_available()\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
             "loader = torch.utils.data.DataLoader(data)\n"
             "for imgs in loader:\n    valid = Tensor(imgs.size(0), 1).fill_(1.0)\n    real = imgs.type(Tensor)\n",
-            'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\ncuda = torch.cuda.is_available()\n'
+            'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\ncuda = torch.cuda.is_available()\n'
             "loader = torch.utils.data.DataLoader(data)\n"
             "for imgs in loader:\n    valid = torch.empty(imgs.size(0), 1, dtype=torch.float32, device=device).fill_(1.0)\n"
             "    real = imgs.to(device, torch.float32)\n",

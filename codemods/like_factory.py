@@ -100,6 +100,7 @@ class LikeFactory(Rule):
     # The first, a part of the second, is searched fast: the second only runs
     # on files it matches. No `\b` before the names: it would make the search
     # try every position (2.5 times slower); the screen reads the real names.
+    fixes_where_made = True
     trigger = (r"\.(?:shape\b|size\s*\()", r"(?:ones|zeros|empty|rand|randn|full|randint)\s*\([^()]*\.(?:shape\b|size\s*\()")
 
     @classmethod

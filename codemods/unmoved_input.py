@@ -177,7 +177,8 @@ class UnmovedInput(Rule):
                 if made is not None:
                     fix, fix_message = made
             for sink in sinks:
-                self.report_at(*flow.span(sink.value), fix=fix, fix_message=fix_message)
+                origins = [flow.span(origin) for origin in sink.origins if isinstance(origin, ast.Call)]
+                self.report_at(*flow.span(sink.value), fix=fix, fix_message=fix_message, origins=origins if len(origins) == len(sink.origins) else ())
         if ENTRY_TEXT.search(self.context.text):
             entries: dict[ast.AST, list] = {}
             for met in flow.entry_moves():

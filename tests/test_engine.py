@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from fixdev.codemods.cuda_call import CudaCall
@@ -84,7 +86,7 @@ def test_crlf_and_cr_files_keep_their_line_endings():
     assert "\n" not in fixed.replace("\r\n", "")
     cr = "import torch\ry = x.cuda()\r"
     fixed = Engine([CudaCall]).fix(cr).text
-    assert fixed == 'import torch\rdevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\ry = x.to(device)\r'
+    assert fixed == 'import torch\r\rdevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\ry = x.to(device)\r'
 
 
 def test_lint_sorts_and_fix_reports_what_remains():
@@ -169,6 +171,63 @@ def test_one_span_keeps_the_finding_with_a_fix_then_the_lowest_code():
     # Collapsing comes after suppression: silencing one rule leaves the other's finding.
     quiet = "import torch\ny = torch.ones(x.shape)  # noqa: FDV101\n"
     assert [f.code for f in Engine([Twin, LikeFactory]).lint(quiet)] == ["FDV001"]
+
+
+# Issue 26 item 9: one value, one fix. Class weights made on the CPU meet the
+# model's output on the device: factory-device's device= where they are made
+# fixes them, and unmoved-input's move where they are used would fix them again.
+ONE_VALUE = """import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = nn.Linear(3, 2).to(device)
+weights = torch.tensor([1.0, 2.0])
+x = torch.randn(4, 3).to(device)
+out = model(x) * weights
+"""
+
+
+def test_a_value_fixed_where_it_is_made_is_not_moved_too(tmp_path, fixdev):
+    (tmp_path / "m.py").write_text(ONE_VALUE)
+    check = fixdev("--output-format", "concise", "--no-cache", "m.py", cwd=tmp_path)
+    assert [line.split()[1] for line in check.stdout.decode().splitlines()] == ["FDV102"]
+    assert fixdev("--apply", "-q", "--no-cache", "m.py", cwd=tmp_path).returncode == 0
+    fixed = (tmp_path / "m.py").read_text()
+    assert "weights = torch.tensor([1.0, 2.0], device=device)\n" in fixed and ".to(device)\nout" in fixed
+    assert "weights = weights.to(device)" not in fixed
+    # Without factory-device, or with it silenced, the move is the fix.
+    (tmp_path / "m.py").write_text(ONE_VALUE)
+    alone = fixdev("--select", "FDV107", "--diff", "--no-cache", "m.py", cwd=tmp_path)
+    assert "+weights = weights.to(device)" in alone.stdout.decode()
+    (tmp_path / "m.py").write_text(ONE_VALUE.replace("2.0])", "2.0])  # noqa: FDV102"))
+    quiet = fixdev("--diff", "--no-cache", "m.py", cwd=tmp_path)
+    assert "+weights = weights.to(device)" in quiet.stdout.decode()
+
+
+def test_a_source_fix_the_run_does_not_apply_leaves_the_downstream_fix():
+    class Source(Rule):
+        """An unsafe fix where the value is made."""
+
+        code, name, message, trigger, fixes_where_made = "FDV001", "source", "source", "ones", True
+
+        def visit_Call(self, node):
+            if dotted(node.func) == "torch.ones":
+                self.report(node, fix=[self.replace(node, "torch.ones(2, device=d)")], unsafe=True)
+
+    class Downstream(Rule):
+        """A move of the value made by ``torch.ones`` where it is used."""
+
+        code, name, message, trigger = "FDV002", "downstream", "downstream", "ones"
+
+        def visit_Name(self, node):
+            if node.value == "y":
+                call = self.context.text.index("torch.ones(2)")
+                self.report(node, fix=[self.replace(node, "y.to(d)")])
+                self.findings[-1] = dataclasses.replace(self.findings[-1], origins=((call, call + len("torch.ones(2)")),))
+
+    src = "import torch\nx = torch.ones(2)\nz = y\n"
+    assert [f.code for f in Engine([Source, Downstream]).lint(src)] == ["FDV001", "FDV002"]
+    assert [f.code for f in Engine([Source, Downstream], unsafe_fixes=True).lint(src)] == ["FDV001"]
 
 
 # Issue 10 item 14: a declined fix stays declined for the run.

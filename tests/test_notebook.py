@@ -214,7 +214,7 @@ def test_definition_goes_into_the_first_cell_that_imports_torch(tmp_path):
     assert _sources(path) == [
         "import numpy as np",
         "Imports",
-        'import torch\nimport torch.nn as nn\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+        'import torch\nimport torch.nn as nn\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")',
         "from torch.utils.data import DataLoader\nimport os",
         "model = nn.Linear(2, 2).to(device)",
     ]
@@ -309,7 +309,7 @@ def test_a_cell_that_does_not_parse_is_reported_and_the_others_fixed(tmp_path):
     result = run_fixdev("--apply", "--no-cache", "nb.ipynb", cwd=tmp_path)
     assert result.returncode == 2
     assert "nb.ipynb:cell 3: error: syntax error at line 1, column 7" in result.stderr.decode()
-    assert _sources(path)[3] == "y = torch.ones(2).to(device)"
+    assert _sources(path)[3] == "y = torch.ones(2, device=device)"
     assert _sources(path)[2] == "def f(:\n    pass"
 
 
@@ -460,7 +460,7 @@ def test_lsp_notebook_document_sync(tmp_path):
         actions = client.request("textDocument/codeAction", {"textDocument": {"uri": cell_uris[2]}, "range": found["range"],
                                                              "context": {"diagnostics": [found]}})["result"]
         quick = [a for a in actions if a["kind"] == "quickfix"][0]["edit"]["changes"]
-        assert quick[cell_uris[1]][0]["newText"] == 'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")'
+        assert quick[cell_uris[1]][0]["newText"] == 'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")'
         assert quick[cell_uris[2]][0]["newText"] == "x = torch.ones(2)\ny = x.to(device)"
         assert quick[cell_uris[2]][0]["range"] == {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 12}}
         fix_all = [a for a in actions if a["kind"] == "source.fixAll.fixdev"][0]["edit"]["changes"]

@@ -351,7 +351,7 @@ def test_no_cuda_query_is_added_where_a_module_is_imported(tmp_path, fixdev, mon
         assert module_level == [], f"{name} queries CUDA at import: {module_level}"
     assert f"    {definition}\n    print(normalize(" in fixed["pkg/ops.py"], "the __main__ block defines its own"
     # (named torch_device: `device` is a parameter of the file's encoder)
-    assert f"def make_mask(n):\n    torch_{definition}\n    return torch.ones(n).to(torch_device)" in fixed["helpers.py"]
+    assert f"def make_mask(n):\n    torch_{definition}\n    return torch.ones(n, device=torch_device)" in fixed["helpers.py"]
     assert 'device="cuda"' in fixed["helpers.py"], "a default evaluated at import is reported, not given a fallback"
     # Importing the fixed library modules asks nothing of CUDA; calling them runs on the CPU.
     def no_query():

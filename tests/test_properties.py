@@ -21,7 +21,7 @@ ENGINE = Engine(all_rules())
 # Lines a rule may rewrite all contain one of these; new lines are a device
 # definition or an import.
 TOUCHABLE = re.compile(r"\.cuda\s*\(|\.shape|\.size\s*\(|load|self\.\w+\s*=|\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\(|\w+\s*\(")
-INSERTED = re.compile(r"^(?:\w+ = \w+\.device\(\"cuda\" if \w+\.cuda\.is_available\(\) else \"cpu\"\)|import torch|from torch import [\w, ]+)\r?\n?$")
+INSERTED = re.compile(r"^(?:|\w+ = \w+\.device\(\"cuda\" if \w+\.cuda\.is_available\(\) else \"cpu\"\)|import torch|from torch import [\w, ]+)\r?\n?$")
 
 
 def parses(text: str) -> bool:

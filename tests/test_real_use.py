@@ -195,7 +195,7 @@ PROBES[BOUND_BEFORE_CALL] = "import bound_before_call as m; print(m.first.device
 
 def test_device_bound_before_any_call_is_reused(tree, ran):
     text = fixed(tree, BOUND_BEFORE_CALL)
-    assert "return torch.ones(2).to(device)" in text and text.count("torch.device(") == 1
+    assert "return torch.ones(2, device=device)" in text and text.count("torch.device(") == 1
     assert runs(ran, BOUND_BEFORE_CALL) == "cpu"
 
 
@@ -398,7 +398,7 @@ def test_module_device_is_not_used_while_the_module_is_built(tree):
     leave a plain list of layers behind when the module moves later."""
     text = fixed(tree, BUILT_MODULE)
     assert "nn.Linear(n, 2).to(device)" in text
-    assert "torch.zeros(n).to(self.update_count.device)" in text
+    assert "torch.zeros(n, device=self.update_count.device)" in text
 
 
 FUTURES = case("futures", """\

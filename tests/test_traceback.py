@@ -667,7 +667,7 @@ def test_quiet_apply_prints_only_what_is_left(tmp_path):
     left = fixdev_in(tmp_path, "--no-cache", "--traceback", "error.log", "--apply", "--unsafe-fixes", "-q", "job.py")  # x's fix is unsafe
     lines = left.stderr.decode().splitlines()
     assert left.returncode == 1 and left.stdout == b""
-    assert len(lines) == 1 and re.match(r"^job\.py:12:\d+: FDV102 ", lines[0]), lines
+    assert len(lines) == 1 and re.match(r"^job\.py:13:\d+: FDV102 ", lines[0]), lines
 
 
 def test_a_comment_added_to_the_failing_line_is_not_a_change(tmp_path):

@@ -585,10 +585,11 @@ def define_device(rule: "Rule", facts: "FileAnalysis", node: cst.CSTNode) -> tup
     torch = unconditional_torch(facts)
     if torch is not None:
         index = _end_of_import_run(facts, facts.module, facts.index_in(facts.module.body, torch.statement))
-        return _module_definition(rule, facts, node, index, [_definition(name, torch.alias)], name)
+        # a blank line between the imports and the code, as a careful hand writes it
+        return _module_definition(rule, facts, node, index, ["", _definition(name, torch.alias)], name)
     if not imports_torch_anywhere(facts):
         index = after_leading_imports(facts)
-        return _module_definition(rule, facts, node, index, ["import torch", _definition(name, "torch")], name)
+        return _module_definition(rule, facts, node, index, ["import torch", "", _definition(name, "torch")], name)
     return _function_definition(rule, facts, node, name)
 
 

@@ -303,7 +303,7 @@ class Engine:
             # so), it never runs. Fixes stay: they are harmless there.
             findings = [f for f in findings if f.fix is not None]
         # After suppression: silencing one rule must not hide another's finding.
-        return sorted(_one_per_span(findings), key=lambda f: (f.start, f.code, f.end, f.message))
+        return sorted(_one_per_value(_one_per_span(findings), self.unsafe_fixes), key=lambda f: (f.start, f.code, f.end, f.message))
 
     def fix(
         self, text: str, approve: Approver | None = None, project: Any = None, triggers: bool = True, triggered: Collection[str] | None = None,
@@ -452,6 +452,19 @@ def _one_per_span(findings: Iterable[Finding]) -> list[Finding]:
         if kept is None or _preference(finding) < _preference(kept):
             best[span] = finding
     return list(best.values())
+
+
+def _one_per_value(findings: list[Finding], unsafe_fixes: bool) -> list[Finding]:
+    """One value, one fix: a finding about a value made at spans where other
+    findings' fixes make it on the device (``device=`` on the factory) is the
+    same bug, fixed at its source; it is dropped, lest both fixes land
+    (``torch.tensor(w, device=d)`` and then ``w = w.to(d)``). Only where
+    those source fixes are ones the run applies: a source fix left to
+    ``--unsafe-fixes`` leaves the downstream one in place."""
+    placed = {(f.start, f.end) for f in findings if f.places_value and f.fix is not None and (f.fix.safe or unsafe_fixes)}
+    if not placed:
+        return findings
+    return [f for f in findings if not (f.origins and all(origin in placed for origin in f.origins))]
 
 
 def _preference(finding: Finding) -> tuple:

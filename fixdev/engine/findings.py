@@ -43,6 +43,13 @@ class Finding:
     start: int  # character offsets in the text the rule saw
     end: int
     fix: Fix | None = None
+    # Where the value a downstream fix moves was made (spans in the same
+    # text), when the finding is about a value rather than its making: a
+    # finding at each of them whose fix makes the value on the device is the
+    # same bug, fixed at its source (one fix per value).
+    origins: tuple[tuple[int, int], ...] = ()
+    # This finding's fix makes the value made at its span on the device it meets.
+    places_value: bool = False
 
 
 def apply_edits(text: str, edits: Iterable[Edit]) -> str:

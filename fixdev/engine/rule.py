@@ -476,6 +476,10 @@ class Rule(BatchableCSTVisitor):
     # Whether the rule's fixes may change more than the device (its docstring's
     # "Fix safety" says what); a report can say otherwise for one fix.
     fix_applicability: ClassVar[str] = "safe"
+    # Whether a fix at a factory makes the value it makes live on the device
+    # it meets (``device=``, a ``*_like`` twin): downstream fixes of that
+    # value (a move where it is used) then yield to it, one fix per value.
+    fixes_where_made: ClassVar[bool] = False
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
 
@@ -533,11 +537,13 @@ class Rule(BatchableCSTVisitor):
 
     def report_at(
         self, start: int, end: int, message: str | None = None, *, fix: Sequence[Edit] = (), fix_message: str = "", unsafe: bool | None = None,
+        origins: Sequence[tuple[int, int]] = (),
     ) -> None:
         """``report`` for a span of the text (character offsets), for rules
         that find their sites through another tree than libcst's. ``unsafe``:
         whether this fix may change more than the device (None: the rule's
-        ``fix_applicability``)."""
+        ``fix_applicability``). ``origins``: the spans where the value this
+        finding is about was made, when its fix goes elsewhere."""
         edits = tuple(sorted(set(fix)))
         applicability = self.fix_applicability if unsafe is None else (UNSAFE if unsafe else SAFE)
         self.findings.append(
@@ -548,6 +554,8 @@ class Rule(BatchableCSTVisitor):
                 start=start,
                 end=end,
                 fix=Fix(edits, fix_message or message or self.message, applicability) if edits else None,
+                origins=tuple(origins),
+                places_value=self.fixes_where_made and bool(edits),
             )
         )
 
