@@ -82,7 +82,7 @@ class UnmovedInput(Rule):
 
     @classmethod
     def screen(cls, screening) -> bool:
-        return analysis.has_sink(screening, "module-input", "operand") or (ENTRY_TEXT.search(screening.text) is not None and analysis.has_entry(screening))
+        return analysis.has_sink(screening, "module-input", "operand", "unplaced") or (ENTRY_TEXT.search(screening.text) is not None and analysis.has_entry(screening))
 
     VALID = [
         "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nfor x, y in loader:\n    out = model(x)\n",
@@ -162,7 +162,7 @@ class UnmovedInput(Rule):
         groups: dict[tuple, list] = {}  # (kind, statement) -> sinks moved there
         names: dict[tuple, set[str]] = {}
         for sink in flow.sinks():
-            if sink.kind not in ("module-input", "operand"):
+            if sink.kind not in ("module-input", "operand", "unplaced"):
                 continue
             site = _move_site(flow, sink)
             if site is False:
@@ -276,6 +276,8 @@ class UnmovedInput(Rule):
         value = _bound_value(flow, statement, name)
         if value.what is What.TENSOR or (value.what is What.BATCH and value.ref == ENCODING):
             return f"{name}.to({device})"
+        if value.what is What.UNKNOWN and any(sink.kind == "unplaced" and sink.origins[0].id == name for sink in sinks):
+            return f"{name}.to({device})"  # shown to be a tensor (evidence.unplaced_binding)
         if value.what is not What.BATCH:
             return None
         parents = analysis.ast_parents(flow)

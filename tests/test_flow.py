@@ -164,7 +164,13 @@ WHERE = [
     ("loader = DataLoader(ds)\nfor xb, yb in loader:\n    xb = xb.to('cuda')\n    xb\n#^ xb", 'tensor Device("cuda")'),
     ("loader = DataLoader(ds)\nfor batch in loader:\n    batch = {k: v.to('cuda') for k, v in batch.items()}\n    x = batch['input_ids']\n#^ x", 'tensor Device("cuda")'),
     ("def collate(items):\n    return [t.to('cuda') for t in items]\nfor x in DataLoader(ds, collate_fn=collate):\n    x\n#^ x", "unknown Unknown"),
-    ("def collate(items):\n    return torch.stack(items)\nfor x in DataLoader(ds, collate_fn=collate):\n    x\n#^ x", "batch Host"),
+    # the file's collate_fn makes the batch: one tensor here; tuples of items there (detection's zip)
+    ("def collate(items):\n    return torch.stack(items)\nfor x in DataLoader(ds, collate_fn=collate):\n    x\n#^ x", "tensor Host"),
+    ("def collate(batch):\n    return tuple(zip(*batch))\nfor images, targets in DataLoader(ds, collate_fn=collate):\n    images\n#^ images", "unknown Unknown"),
+    ("def collate(batch):\n    xs, ys = zip(*batch)\n    return torch.stack(xs), torch.tensor(ys)\nfor x, y in DataLoader(ds, collate_fn=collate):\n    y\n#^ y", "tensor Host"),
+    # a dataset of the file: its __getitem__'s item through the default collate
+    ("class D(Dataset):\n    def __getitem__(self, i):\n        return {'x': torch.zeros(3), 'name': 'a'}\nfor b in DataLoader(D()):\n    b['name']\n#^ b['name']", "unknown Unknown"),
+    ("class D(Dataset):\n    def __getitem__(self, i):\n        return {'x': torch.zeros(3), 'name': 'a'}\nfor b in DataLoader(D()):\n    b['x']\n#^ b['x']", "tensor Host"),
     ("for x in DataLoader(ds, collate_fn=imported_collate):\n    x\n#^ x", "unknown Unknown"),
     ("from torch.utils.data import DataLoader, TensorDataset\nimport torch\nds = TensorDataset(torch.zeros(4, 2, device='cuda'))\nfor (x,) in DataLoader(ds):\n    x\n#^ x", "unknown Unknown"),
     ("from torch.utils.data import DataLoader, TensorDataset\nimport torch\nds = TensorDataset(torch.zeros(4, 2))\nfor (x,) in DataLoader(ds):\n    x\n#^ x", "tensor Host"),

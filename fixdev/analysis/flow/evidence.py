@@ -97,6 +97,78 @@ def shows_tensor(flow, scope, roots: list, name: str) -> bool:
     return False
 
 
+def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
+    """Where a local ``name`` that may live anywhere is bound, when it is
+    bound once in its function (or the module's own statements), as a
+    ``for`` target or by an assignment of a call's (or an item's) result,
+    and that code shows it is a tensor (``shows_tensor``): the target
+    ``Name``, else None. Parameters, and what is made from them, are their
+    callers' to place; what ``self``'s own calls give is where the object
+    works (``self.encoder(x)``), as far as the analysis can tell; and in an
+    ``nn.Module``'s methods every tensor is one of those."""
+    scope = run.scope
+    if scope.kind not in ("function", "module") or scope.counts.get(name.id) != 1 or (scope.kind == "function" and name.id in _parameter_names(scope.node)):
+        return None
+    if run.cls_info is not None and run.cls_info.is_module:
+        return None  # an nn.Module's methods work on their inputs and their own results
+    found = run.flow.cache.get(("unplaced", scope.node, name.id), False)
+    if found is False:
+        found = None
+        params = _parameter_names(scope.node) if scope.kind == "function" else set()
+        for statement in ast_statements(scope.node.body, enter=lambda s: type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            kind = type(statement)
+            if kind in (ast.For, ast.AsyncFor):
+                targets, made = [statement.target], statement.iter
+            elif kind is ast.Assign and len(statement.targets) == 1 and type(statement.value) in (ast.Call, ast.Subscript, ast.Await):
+                targets, made = statement.targets, statement.value
+                if scope.self_name and _root_name(made) == scope.self_name:
+                    continue  # self.encoder(x): the object's own work, where the object is
+                if type(made) is ast.Call and not _takes_tensors(run.flow, made.func, scope) and not any(type(n) in _COMPREHENSIONS for n in ast_walk(made)):
+                    made = made.func  # load_image(path): made anew by the callee, whatever its arguments
+            else:
+                continue
+            if any(type(n) is ast.Name and n.id in params for n in ast_walk(made)):
+                continue  # made from a parameter (torch.cat([y for _, y in batches])): where the caller put it
+            for target in targets:
+                for sub in ast_walk(target):
+                    if type(sub) is ast.Name and sub.id == name.id and type(sub.ctx) is ast.Store:
+                        found = sub
+        own = [s for s in scope.node.body if type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)]
+        if found is not None and not shows_tensor(run.flow, scope, own, name.id):
+            found = None
+        run.flow.cache[("unplaced", scope.node, name.id)] = found
+    return found
+
+
+def tensor_root(node: ast.AST) -> ast.Name | None:
+    """``y`` of ``y``, ``y.unsqueeze(1)``, ``y[:, 0]`` or ``y.float().view(-1)``:
+    the name a tensor's own methods and slices are read from."""
+    while True:
+        kind = type(node)
+        if kind is ast.Name:
+            return node
+        if kind is ast.Subscript:
+            node = node.value
+        elif kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in TENSOR_METHODS:
+            node = node.func.value
+        else:
+            return None
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while type(node) in (ast.Call, ast.Attribute, ast.Subscript, ast.Await):
+        node = node.func if type(node) is ast.Call else node.value
+    return node.id if type(node) is ast.Name else None
+
+
+def _parameter_names(function: ast.AST) -> set:
+    args = function.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None}
+
+
 def _tensor_uses(flow, node: ast.AST, scope) -> list:
     """The expressions ``node`` shows are tensors: the receiver of a method
     or attribute only tensors have, the first arguments of a torch operation."""

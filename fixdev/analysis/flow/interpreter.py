@@ -150,7 +150,7 @@ class Run:
                 self.remember(target, value)
         elif kind is ast.Subscript:
             container = self.ev(target.value, state)
-            self.ev(target.slice, state)
+            index = self.ev(target.slice, state)
             chain = chain_of(target.value)
             key = target.slice.value if type(target.slice) is ast.Constant else None
             if chain is not None and isinstance(container.parts, Parts):
@@ -165,8 +165,8 @@ class Run:
                 # a BatchEncoding given a value that is no tensor may no longer move whole
                 keeps = container.ref != ENCODING or value.what in (What.TENSOR, What.BATCH)
                 state[chain] = container.but(parts=parts) if keeps else container.but(parts=parts, ref=None)
-            elif container.what is What.TENSOR and not isinstance(key, str):
-                pass  # label[label == pad] = -100: a tensor's items are written where the tensor lives
+            elif container.what is What.TENSOR and (index.what is What.TENSOR or type(target.slice) in (ast.Slice, ast.Tuple) or type(key) is int):
+                pass  # label[label == pad] = -100, x[:, 0] = v: a tensor's items are written where the tensor lives
             elif chain is not None and container.what in TENSORISH and container.places and value.places and not value.places <= container.places:
                 # x[k] = value where value may live elsewhere: x is a container after all (a loader's dict batch)
                 state[chain] = container.but(places=capped(container.places | value.places))

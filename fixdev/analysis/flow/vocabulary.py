@@ -42,7 +42,7 @@ NOT_OPERATIONS = _torch(
     "no_grad enable_grad inference_mode set_grad_enabled is_grad_enabled compile vmap typename Size "
     "dtype finfo iinfo Generator Stream Event broadcast_shapes result_type can_cast promote_types "
     "get_num_threads set_num_threads use_deterministic_algorithms set_printoptions is_inference_mode_enabled "
-    "autograd.Variable autograd.Function autograd.backward autocast get_autocast_dtype is_autocast_enabled"
+    "autograd.Variable autograd.Function autograd.backward autograd.grad autocast get_autocast_dtype is_autocast_enabled"
 )
 NOT_OPERATION_PREFIXES = tuple(
     f"torch.{name}."
