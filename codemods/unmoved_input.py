@@ -24,14 +24,34 @@ NUMPY_MODULES = ("np", "numpy")
 class UnmovedInput(Rule):
     """
     ## What it does
-    Finds tensors that live on the CPU (a `DataLoader` batch, a
-    `torch.from_numpy` result, the parts of `next(iter(loader))`) and reach a
+    Finds tensors, and batches of them, that live on the CPU and reach a
     model or a tensor that lives on a device, and moves them where they are
-    made: the first line of the loop over the loader becomes
-    `images, labels = images.to(device), labels.to(device)`; after an
-    assignment, `obs = obs.to(device)`. Only the values that reach the device
-    are moved (labels only when they meet the model's output, in the loss),
-    to the device the model or tensor they meet was moved to.
+    made, to the device of the model or tensor they meet:
+    - a `DataLoader`'s batch (the first line of the loop becomes `images,
+      labels = images.to(device), labels.to(device)`), the parts of
+      `next(iter(loader))`, a `torch.from_numpy` result (`obs =
+      obs.to(device)` after the assignment); the batch has the shape the
+      file's dataset (`__getitem__`) or `collate_fn` gives it;
+    - a tokenizer's result (`tokenizer(texts, return_tensors="pt")`, a
+      `BatchEncoding`), given to a model (`model(**enc)`, `model.generate`)
+      or read by key or attribute (`labels = enc["input_ids"]`,
+      `enc.input_ids`): `enc = enc.to(device)` once it is made, once after
+      the branches that make it;
+    - a dict batch given as `**batch`: `batch = {k: v.to(device) if
+      torch.is_tensor(v) else v for k, v in batch.items()}`, only its tensors;
+      a list built in the code: `xs = [t.to(device) for t in xs]`;
+    - a tensor from a call or an iterator the analysis does not see into
+      (`for x, y in batches():`, `img = load_image(path)`), when the code
+      shows it is one (`x.size(0)`, `y.unsqueeze(1)`, passed to a torch
+      operation);
+    - a parameter of a plain class's method (a loss, a metric, a trainer:
+      no `nn.Module`) that keeps its own device (`self.device =
+      next(model.parameters()).device`), where the parameter, shown to be a
+      tensor, meets a tensor or module on that device, there or in a helper
+      it is passed to (`self.build_targets(p, targets)`): `targets =
+      targets.to(self.device)` first in the method that takes it.
+    Only the values that reach the device are moved (labels only when they
+    meet the model's output, in the loss).
 
     ## Why is this bad?
     `model.to(device)` moves the model's parameters, not the data. The first
@@ -55,15 +75,31 @@ class UnmovedInput(Rule):
     ```
 
     ## Fix safety
-    Only the device of the moved tensors changes. A tensor moved to the GPU
-    can no longer be read with `.numpy()`: values that are also read that way
-    are reported, not moved.
+    Only the device of the moved tensors changes. The move goes to the
+    device of what they meet, named as the code names it (`device`,
+    `self.device`, `next(model.parameters()).device`); where what they meet
+    stays on the CPU on some path (a model moved only when a GPU is counted),
+    only a name that follows it is used (`self.device = self.model.device`),
+    else the finding has no fix. A tensor moved to the GPU can no longer be
+    read with `.numpy()`: values that are also read that way (or made from
+    what moves and read that way) are reported, not moved. A method
+    parameter moved at the method's start is the caller's tensor no more
+    when it was on the CPU: writes into it in place no longer reach the
+    caller (on the device they failed before).
 
     ## When it stays silent
     When the model and the data move together under the same condition
     (`if args.cuda:`), when where either lives is not known (a function's
     parameter, a dataset that moves its own tensors, `torch.set_default_device`),
     and for factories such as `torch.zeros(n)` (see `factory-device`).
+    Silent where the code does not show a value is a tensor or a batch of
+    them: a value from an unknown call or iterator not used as only tensors
+    are, a loader whose `collate_fn` gives tuples (`tuple(zip(*batch))`), a
+    tokenizer called without `return_tensors="pt"`; for what is made from a
+    parameter, for `self`'s own calls and for anything in an `nn.Module`'s
+    methods (their callers place their inputs); for a plain class's method
+    parameter that no code shows is a tensor, or that a caller in the file
+    passes on from its own parameter (the caller moves it) or already moved.
     Silent in the CPU arm of a CUDA test (the `else:` of `if use_cuda:`, the
     body of `if not args.cuda:`) when what is on the device got there only in
     that same test's CUDA arm (`if use_cuda: model.cuda()`): on every run
@@ -71,7 +107,9 @@ class UnmovedInput(Rule):
     still a finding there.
     Reported without a fix: a value made elsewhere (a parameter, a call
     result), a one-line loop body, a device that is not bound where the move
-    would go, and values also read with `.numpy()` or NumPy.
+    would go, values also read with `.numpy()` or NumPy, a whole loader
+    batch the code does not show is one tensor (or a dict, or a list), and a
+    method parameter that defaults to `None`.
     """
 
     code = "FDV107"
@@ -109,6 +147,20 @@ class UnmovedInput(Rule):
             "def evaluate(a):\n    if args.cuda:\n        return model(torch.from_numpy(a).cuda())\n"
             "    else:\n        t = torch.from_numpy(a)\n        return model(t)\n"
         ),
+        # tuples of images and target dicts (tuple(zip(*batch))): not moved with .to
+        (
+            "import torch, torchvision\nfrom torch.utils.data import DataLoader\n"
+            "def collate(batch):\n    return tuple(zip(*batch))\n"
+            "def train(ds, device):\n    model = torchvision.models.resnet18().to(device)\n"
+            "    for images, targets in DataLoader(ds, collate_fn=collate):\n        out = model(images, targets)\n"
+        ),
+        # nothing shows the plain class's argument is a tensor
+        (
+            "import torch\nclass Scale:\n    def __init__(self, model):\n        self.device = next(model.parameters()).device\n"
+            "    def __call__(self, v):\n        return torch.ones(3, device=self.device) * v\n"
+        ),
+        # an unknown iterator's batches, not shown to be tensors
+        "import torch, torch.nn as nn\nfrom data import batches\nmodel = nn.Linear(4, 2).to('cuda')\nfor x in batches():\n    model(x)\n",
     ]
     INVALID = [
         Invalid(
@@ -154,6 +206,29 @@ class UnmovedInput(Rule):
             "import torch, torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
             "model = nn.Linear(4, 2)\nif args.gpu:\n    model.cuda()\n"
             "for x, y in DataLoader(ds):\n    x = x.to(next(model.parameters()).device)\n    if use_cuda:\n        out = model(x.cuda())\n    else:\n        out = model(x)\n",
+        ),
+        # a tokenizer's BatchEncoding moves whole
+        Invalid(
+            "import torch\ndef embed(model, tokenizer, device):\n    model.to(device)\n    model.eval()\n"
+            "    enc = tokenizer(['a b'], return_tensors='pt')\n    return model(**enc)\n",
+            "import torch\ndef embed(model, tokenizer, device):\n    model.to(device)\n    model.eval()\n"
+            "    enc = tokenizer(['a b'], return_tensors='pt')\n    enc = enc.to(device)\n    return model(**enc)\n",
+        ),
+        # a plain class's method parameter, met on the class's own device in a helper
+        Invalid(
+            "import torch\nclass Loss:\n    def __init__(self, model):\n        self.device = next(model.parameters()).device\n"
+            "    def __call__(self, p, t):\n        return self.match(p, t)\n"
+            "    def match(self, p, t):\n        return torch.cat((t.repeat(3, 1), torch.ones(3, 1, device=self.device)), 1)\n",
+            "import torch\nclass Loss:\n    def __init__(self, model):\n        self.device = next(model.parameters()).device\n"
+            "    def __call__(self, p, t):\n        t = t.to(self.device)\n        return self.match(p, t)\n"
+            "    def match(self, p, t):\n        return torch.cat((t.repeat(3, 1), torch.ones(3, 1, device=self.device)), 1)\n",
+        ),
+        # an unknown iterator's tensors (x.size(0) shows it)
+        Invalid(
+            "import torch, torch.nn as nn\nfrom data import batches\ndef run(device):\n    model = nn.Linear(4, 2).to(device)\n"
+            "    for x in batches():\n        model(x.view(x.size(0), -1))\n",
+            "import torch, torch.nn as nn\nfrom data import batches\ndef run(device):\n    model = nn.Linear(4, 2).to(device)\n"
+            "    for x in batches():\n        x = x.to(device)\n        model(x.view(x.size(0), -1))\n",
         ),
     ]
 
@@ -278,8 +353,8 @@ class UnmovedInput(Rule):
             return f"{name}.to({device})"
         if value.what is What.UNKNOWN and any(sink.kind == "unplaced" and sink.origins[0].id == name for sink in sinks):
             return f"{name}.to({device})"  # shown to be a tensor (evidence.unplaced_binding)
-        if value.what is not What.BATCH:
-            return None
+        if value.what is not What.BATCH and not (value.what is What.UNKNOWN and value.parts is not None):
+            return None  # a dict of tensors and names has parts, and is no batch of tensors only
         parents = analysis.ast_parents(flow)
         mine = [sink for sink in sinks if isinstance(sink.value, ast.Name) and sink.value.id == name]
         if mine and all(isinstance(parents.get(sink.value), ast.keyword) and parents[sink.value].arg is None for sink in mine):
@@ -287,6 +362,8 @@ class UnmovedInput(Rule):
             if torch is None or {"k", "v"} & _names_in(device) or _read_as_attribute(flow, statement, kind, name):
                 return None
             return f"{{k: v.to({device}) if {torch.alias}.is_tensor(v) else v for k, v in {name}.items()}}"
+        if value.what is not What.BATCH:
+            return None
         if kind == "after" and isinstance(statement, ast.Assign) and isinstance(statement.value, (ast.List, ast.ListComp)):
             return f"[t.to({device}) for t in {name}]" if "t" not in _names_in(device) else None
         roots = statement.body if kind == "loop" else [statement]
@@ -428,6 +505,11 @@ def _bound_name(flow, sink, origin) -> tuple[str | None, ast.stmt | None]:
             return origin.id, statement
         return None, None
     value = sink.value
+    if origin is value and isinstance(value, ast.Name):  # model(**batch): the loop's batch, spread into its parts
+        statement = _parent_statement(flow, value)
+        while statement is not None and not (isinstance(statement, ast.For) and _in_target(statement.target, value, by_name=True)):
+            statement = _parent_statement(flow, statement)
+        return (value.id, statement) if statement is not None else (None, None)
     if origin is value:  # a part of a loader batch read in place: batch["image"].float()
         part = _batch_part(value)
         statement = _parent_statement(flow, part.value) if part is not None else None

@@ -49,11 +49,18 @@ def pair(rule: str, case: str) -> tuple[Path, Path]:
     return FIXTURES / rule / f"{case}.before.py", FIXTURES / rule / f"{case}.after.py"
 
 
-def evaluate(expression: str):
+def evaluate(expression: str, fixture=None):
+    """A ``run.toml`` argument: with torch, nn, the stand-ins of
+    ``tests/standins.py`` (``Tokenizer()``, ``TinyLM()``) and, as
+    ``fixture``, the fixture file being run (``fixture.Scorer()``)."""
     import torch
     import torch.nn as nn
 
-    return eval(expression, {"torch": torch, "nn": nn})
+    from tests import standins
+
+    names = {"torch": torch, "nn": nn, "fixture": fixture}
+    names.update({name: getattr(standins, name) for name in ("Tokenizer", "TinyLM")})
+    return eval(expression, names)
 
 
 def build(module, spec):
@@ -264,7 +271,7 @@ def check_function(before, after, spec):
     import torch
 
     for module, should_fail in ((before, True), (after, False)):
-        args = [evaluate(a) for a in spec.get("args", [])]
+        args = [evaluate(a, module) for a in spec.get("args", [])]
         with fake_gpu():
             # move_args = false: the function moves its model itself, as a
             # training function does (a second move of a module already on the
