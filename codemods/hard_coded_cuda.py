@@ -402,7 +402,8 @@ class HardCodedCuda(Rule):
     the one the program chose); where the moved tensor is later written in
     place it becomes `.to(device, copy=True)`, as `.to("cuda")` always copied
     a CPU tensor (unsafe where that write is out of sight, in a caller: on
-    the CPU it would alias the original). In a module others import, a choice
+    the CPU it would alias the original); not on a batch object (a
+    tokenizer's `BatchEncoding`), whose `.to()` takes no `copy=`. In a module others import, a choice
     that runs at import (a module-level device, a parameter default) is
     reported rather than given a fallback there, which would query CUDA on
     import. `"cuda:1"` keeps its index (the fallback is
@@ -477,6 +478,13 @@ class HardCodedCuda(Rule):
         'import torch\nwith torch.autocast("cuda"):\n    y = model(x)\n',
     ]
     INVALID = [
+        # a tokenizer's BatchEncoding written in place: its .to() takes no copy=
+        Invalid(
+            "import torch\ndef prepare(tokenizer, texts):\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "    enc = tokenizer(texts, return_tensors='pt').to('cuda')\n    enc['labels'] = enc['input_ids'].clone()\n    return enc\n",
+            "import torch\ndef prepare(tokenizer, texts):\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "    enc = tokenizer(texts, return_tensors='pt').to(device)\n    enc['labels'] = enc['input_ids'].clone()\n    return enc\n",
+        ),
         Invalid(
             'import torch\ndevice = torch.device("cuda")\n',
             'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
