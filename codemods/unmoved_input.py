@@ -349,6 +349,12 @@ class UnmovedInput(Rule):
         if not name.isidentifier():
             return f"{name}.to({device})"  # batch["image"]: a tensor the code reads by key
         value = _bound_value(flow, statement, name)
+        if value.what is What.UNKNOWN and value.parts is None:
+            # what the code reads it as later (a device error's message may say: a tensor on the CPU)
+            scope = statement if kind == "loop" else _scope_of(analysis.ast_parents(flow), statement) or flow.tree
+            read = {flow.value(n).what for n in ast_walk(scope) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)}
+            if What.TENSOR in read and read <= {What.TENSOR, What.UNKNOWN}:
+                return f"{name}.to({device})"
         if value.what is What.TENSOR or (value.what is What.BATCH and value.ref == ENCODING):
             return f"{name}.to({device})"
         if value.what is What.UNKNOWN and any(sink.kind == "unplaced" and sink.origins[0].id == name for sink in sinks):

@@ -62,3 +62,9 @@ class TinyLM(nn.Module):
             following = self(input_ids)[:, -1].argmax(-1, keepdim=True)
             input_ids = torch.cat([input_ids, following], dim=1)
         return input_ids
+
+
+def names(fixture=None) -> dict:
+    """What a ``run.toml`` argument may name: torch, nn, these stand-ins and,
+    as ``fixture``, the fixture file being run (``fixture.Scorer()``)."""
+    return {"torch": torch, "nn": nn, "fixture": fixture, "Tokenizer": Tokenizer, "TinyLM": TinyLM}

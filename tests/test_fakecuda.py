@@ -53,14 +53,9 @@ def evaluate(expression: str, fixture=None):
     """A ``run.toml`` argument: with torch, nn, the stand-ins of
     ``tests/standins.py`` (``Tokenizer()``, ``TinyLM()``) and, as
     ``fixture``, the fixture file being run (``fixture.Scorer()``)."""
-    import torch
-    import torch.nn as nn
-
     from tests import standins
 
-    names = {"torch": torch, "nn": nn, "fixture": fixture}
-    names.update({name: getattr(standins, name) for name in ("Tokenizer", "TinyLM")})
-    return eval(expression, names)
+    return eval(expression, standins.names(fixture))
 
 
 def build(module, spec):
