@@ -402,7 +402,8 @@ class HardCodedCuda(Rule):
     the one the program chose); where the moved tensor is later written in
     place it becomes `.to(device, copy=True)`, as `.to("cuda")` always copied
     a CPU tensor (unsafe where that write is out of sight, in a caller: on
-    the CPU it would alias the original). In a module others import, a choice
+    the CPU it would alias the original); not on a batch object (a
+    tokenizer's `BatchEncoding`), whose `.to()` takes no `copy=`. In a module others import, a choice
     that runs at import (a module-level device, a parameter default) is
     reported rather than given a fallback there, which would query CUDA on
     import. `"cuda:1"` keeps its index (the fallback is
@@ -477,6 +478,13 @@ class HardCodedCuda(Rule):
         'import torch\nwith torch.autocast("cuda"):\n    y = model(x)\n',
     ]
     INVALID = [
+        # a tokenizer's BatchEncoding written in place: its .to() takes no copy=
+        Invalid(
+            "import torch\ndef prepare(tokenizer, texts):\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "    enc = tokenizer(texts, return_tensors='pt').to('cuda')\n    enc['labels'] = enc['input_ids'].clone()\n    return enc\n",
+            "import torch\ndef prepare(tokenizer, texts):\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "    enc = tokenizer(texts, return_tensors='pt').to(device)\n    enc['labels'] = enc['input_ids'].clone()\n    return enc\n",
+        ),
         Invalid(
             'import torch\ndevice = torch.device("cuda")\n',
             'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
@@ -708,8 +716,10 @@ class HardCodedCuda(Rule):
             return
         device, edits = chosen
         text = device
-        if is_move and analysis.keyword(call, "copy") is None and analysis.what_of(self, call.func.value) is not What.MODULE and analysis.written_in_place(self, call):
-            text = f"{device}, copy=True"  # .to("cuda") copies a CPU tensor; .to(device) on the CPU would not
+        if is_move and analysis.keyword(call, "copy") is None and analysis.what_of(self, call.func.value) not in (What.MODULE, What.BATCH) and analysis.written_in_place(self, call):
+            # .to("cuda") copies a CPU tensor; .to(device) on the CPU would not (a batch
+            # object's .to, a BatchEncoding's, takes no copy=)
+            text = f"{device}, copy=True"
         edits.append(self.replace(arg.value, text))
         self.report(arg.value, fix=edits, fix_message=f"Use `{device}`")
 

@@ -49,11 +49,13 @@ def pair(rule: str, case: str) -> tuple[Path, Path]:
     return FIXTURES / rule / f"{case}.before.py", FIXTURES / rule / f"{case}.after.py"
 
 
-def evaluate(expression: str):
-    import torch
-    import torch.nn as nn
+def evaluate(expression: str, fixture=None):
+    """A ``run.toml`` argument: with torch, nn, the stand-ins of
+    ``tests/standins.py`` (``Tokenizer()``, ``TinyLM()``) and, as
+    ``fixture``, the fixture file being run (``fixture.Scorer()``)."""
+    from tests import standins
 
-    return eval(expression, {"torch": torch, "nn": nn})
+    return eval(expression, standins.names(fixture))
 
 
 def build(module, spec):
@@ -265,7 +267,7 @@ def check_function(before, after, spec):
     import torch
 
     for module, should_fail in ((before, True), (after, False)):
-        args = [evaluate(a) for a in spec.get("args", [])]
+        args = [evaluate(a, module) for a in spec.get("args", [])]
         with fake_gpu():
             # move_args = false: the function moves its model itself, as a
             # training function does (a second move of a module already on the

@@ -164,7 +164,13 @@ WHERE = [
     ("loader = DataLoader(ds)\nfor xb, yb in loader:\n    xb = xb.to('cuda')\n    xb\n#^ xb", 'tensor Device("cuda")'),
     ("loader = DataLoader(ds)\nfor batch in loader:\n    batch = {k: v.to('cuda') for k, v in batch.items()}\n    x = batch['input_ids']\n#^ x", 'tensor Device("cuda")'),
     ("def collate(items):\n    return [t.to('cuda') for t in items]\nfor x in DataLoader(ds, collate_fn=collate):\n    x\n#^ x", "unknown Unknown"),
-    ("def collate(items):\n    return torch.stack(items)\nfor x in DataLoader(ds, collate_fn=collate):\n    x\n#^ x", "batch Host"),
+    # the file's collate_fn makes the batch: one tensor here; tuples of items there (detection's zip)
+    ("def collate(items):\n    return torch.stack(items)\nfor x in DataLoader(ds, collate_fn=collate):\n    x\n#^ x", "tensor Host"),
+    ("def collate(batch):\n    return tuple(zip(*batch))\nfor images, targets in DataLoader(ds, collate_fn=collate):\n    images\n#^ images", "unknown Unknown"),
+    ("def collate(batch):\n    xs, ys = zip(*batch)\n    return torch.stack(xs), torch.tensor(ys)\nfor x, y in DataLoader(ds, collate_fn=collate):\n    y\n#^ y", "tensor Host"),
+    # a dataset of the file: its __getitem__'s item through the default collate
+    ("class D(Dataset):\n    def __getitem__(self, i):\n        return {'x': torch.zeros(3), 'name': 'a'}\nfor b in DataLoader(D()):\n    b['name']\n#^ b['name']", "unknown Unknown"),
+    ("class D(Dataset):\n    def __getitem__(self, i):\n        return {'x': torch.zeros(3), 'name': 'a'}\nfor b in DataLoader(D()):\n    b['x']\n#^ b['x']", "tensor Host"),
     ("for x in DataLoader(ds, collate_fn=imported_collate):\n    x\n#^ x", "unknown Unknown"),
     ("from torch.utils.data import DataLoader, TensorDataset\nimport torch\nds = TensorDataset(torch.zeros(4, 2, device='cuda'))\nfor (x,) in DataLoader(ds):\n    x\n#^ x", "unknown Unknown"),
     ("from torch.utils.data import DataLoader, TensorDataset\nimport torch\nds = TensorDataset(torch.zeros(4, 2))\nfor (x,) in DataLoader(ds):\n    x\n#^ x", "tensor Host"),
@@ -935,6 +941,21 @@ SINKS += [
     ("def f(x):\n    return x.unsqueeze(0) * torch.ones(3)\nprint(f(load()))\n", []),
     # the same script once it names a device
     ("def f(x):\n    return x.unsqueeze(0) * torch.ones(3)\nmodel.to(device)\nprint(f(load()))\n", ["relative torch.ones(3) from torch.ones(3) -> x.device"]),
+    # issue 24 item 3: a tokenizer's BatchEncoding on the host, given whole or read by key
+    (
+        "model = nn.Linear(4, 2).to(device)\nenc = tok(['a'], return_tensors='pt')\nmodel(**enc)\nmodel(enc['input_ids'])\n",
+        ["module-input enc from tok(['a'], return_tensors='pt') -> device", "module-input enc['input_ids'] from tok(['a'], return_tensors='pt') -> device"],
+    ),
+    # moved as it is made; made for another framework
+    ("model = nn.Linear(4, 2).to(device)\nenc = tok(['a'], return_tensors='pt').to(device)\nmodel(**enc)\n", []),
+    ("model = nn.Linear(4, 2).to(device)\nenc = tok(['a'], return_tensors='np')\nmodel(**enc)\n", []),
+    # generate() feeds the model like forward
+    ("model = nn.Linear(4, 2).to(device)\nids = tok.encode('a', return_tensors='pt')\nmodel.generate(ids)\n", ["module-input ids from tok.encode('a', return_tensors='pt') -> device"]),
+    # an unknown iterator's value, shown to be a tensor: an 'unplaced' sink, from its binding
+    ("def f(device):\n    model = nn.Linear(4, 2).to(device)\n    for x in batches():\n        model(x.view(x.size(0), -1))\n", ["unplaced x.view(x.size(0), -1) from x -> device"]),
+    # not shown to be a tensor; made from a parameter; in an nn.Module's method
+    ("def f(device):\n    model = nn.Linear(4, 2).to(device)\n    for x in batches():\n        model(x)\n", []),
+    ("def f(device, data):\n    model = nn.Linear(4, 2).to(device)\n    for x in data:\n        model(x.view(x.size(0), -1))\n", []),
 ]
 
 
@@ -1348,3 +1369,32 @@ def test_the_device_in_reach_costs_one_run_per_scope_however_many_fixes_ask(monk
     more_runs, more_statements = work(200)
     assert more_runs == runs
     assert more_statements <= 2 * statements
+
+
+ENTRY_LOSS = """
+class Loss:
+    def __init__(self, model):
+        self.device = next(model.parameters()).device
+    def __call__(self, p, targets):
+        return self.match(p, targets)
+    def match(self, p, targets):
+        return torch.cat((targets.repeat(3, 1), torch.ones(3, 1, device=self.device)), 1)
+"""
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # met in the helper, moved where the class takes it from outside: once
+        (ENTRY_LOSS, [("__call__", "targets", "self.device", "match")]),
+        # a caller in the file that already moved it: the helper need not
+        (ENTRY_LOSS.replace("return self.match(p, targets)", "return self.match(p, targets.to(self.device))"), []),
+        # not shown to be a tensor (targets + 1 works on arrays and numbers)
+        (ENTRY_LOSS.replace("targets.repeat(3, 1)", "targets + 1"), []),
+        # an nn.Module's method: its caller places its inputs
+        (ENTRY_LOSS.replace("class Loss:", "class Loss(nn.Module):"), []),
+    ],
+)
+def test_entry_moves(source, expected):
+    flow = FileFlow(prepare(source))
+    assert [(e.function.name, e.name, e.device, e.origin.name) for e in flow.entry_moves()] == expected

@@ -47,8 +47,10 @@ def load(path: Path):
     return module
 
 
-def evaluate(expression: str):
-    return eval(expression, {"torch": torch, "nn": nn})
+def evaluate(expression: str, fixture=None):
+    from tests import standins
+
+    return eval(expression, standins.names(fixture))
 
 
 def fix_from_error(exc: BaseException, path: Path) -> bool:
@@ -103,9 +105,11 @@ def test_buggy_fails_on_the_virtual_gpu_in_its_own_file_and_fixed_completes(rule
 # Errors whose fix `--traceback` does not make from the traceback alone (its
 # limits, not the runtime's): the failing line is far from the fix (a string
 # comparison that skipped a move, a list of layers never registered, an
-# optimizer loaded before the move) or the traceback names only torch's lines.
+# optimizer loaded before the move) or the traceback names only torch's lines;
+# or the failing frame's values are parameters its caller gave as `**batch`,
+# which `--traceback` does not follow out to the caller.
 TRACEBACK_CANNOT_FIX = {
-    "constant-buffer/cached_mask_none", "factory-device/sibling_arguments",
+    "constant-buffer/cached_mask_none", "factory-device/sibling_arguments", "unmoved-input/dict_batch_kwargs",
     *(f"device-string-compare/{case}" for case in ("tensor_device_cuda", "indexed_string", "constructor_without_index", "membership",
                                                     "parameter_device", "device_from_setup", "union_parameter", "cpu_check_always_true")),
     *(f"optimizer-before-move/{case}" for case in ("resume_then_move", "gpu_flag_guard", "moved_with_its_comment")),
@@ -151,7 +155,7 @@ def run_case(path: Path, spec: dict):
         with torch.no_grad():
             return model(*[x.to("cuda") for x in xs])
     if kind == "function":
-        args = [evaluate(a) for a in spec.get("args", [])]
+        args = [evaluate(a, module) for a in spec.get("args", [])]
         if spec.get("move_args", True):
             args = [a.to("cuda") if isinstance(a, (nn.Module, torch.Tensor)) else a for a in args]
         return getattr(module, spec["call"])(*args)

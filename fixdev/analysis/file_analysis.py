@@ -159,6 +159,11 @@ def has_sink(screening: "Screening", *kinds: str) -> bool:
     return any(sink.kind in kinds for sink in flow_for(screening).sinks())
 
 
+def has_entry(screening: "Screening") -> bool:
+    """Whether a plain class's method takes a tensor it meets on the class's own device (``flow.entry_moves``)."""
+    return bool(flow_for(screening).entry_moves())
+
+
 def value_of(rule: "Rule", expr: cst.CSTNode) -> "Value":
     """What the device flow knows of ``expr`` (a libcst node of the file
     ``rule`` is looking at): ``UNKNOWN_VALUE`` where it has no answer."""

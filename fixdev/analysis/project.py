@@ -486,7 +486,11 @@ def _fact_of(value: "Value", parameters: frozenset, depth: int) -> tuple | None:
     if what is What.ARRAY and value.parts is None:
         return ("array",)
     if what is What.LOADER:
-        return ("loader",) if value == host_loader() else None
+        if value == host_loader():
+            return ("loader",)
+        # a batch the dataset's __getitem__ or the collate_fn shows the shape of
+        element = _fact_of(value.parts.elem, parameters, depth + 1) if isinstance(value.parts, Parts) and depth < _MAX_DEPTH else None
+        return ("loader", element) if element is not None else None
     if what in (What.BATCH, What.UNKNOWN) and isinstance(value.parts, Parts) and depth < _MAX_DEPTH:
         # a tuple, list or dict: a batch, or `return train_loader, test_loader`
         parts = value.parts
@@ -548,7 +552,7 @@ def _made_from_parameters(function: ast.AST, fact: tuple) -> bool:
 def _value_of(fact: tuple, node: ast.Call) -> "Value":
     """A fact as the value a call at ``node`` returns. A host tensor's origin
     is where the caller binds it (as for a loader's batch), else the call."""
-    from fixdev.analysis.flow import ARRAY_VALUE, HOST, PENDING, UNKNOWN_VALUE, ZERO_DIM, Device, Value, What, container_value, host_loader
+    from fixdev.analysis.flow import ARRAY_VALUE, HOST, PENDING, UNKNOWN_VALUE, ZERO_DIM, Device, Parts, Value, What, container_value, host_loader
 
     kind = fact[0]
     if kind == "tensor":
@@ -563,7 +567,9 @@ def _value_of(fact: tuple, node: ast.Call) -> "Value":
     if kind == "array":
         return ARRAY_VALUE
     if kind == "loader":
-        return host_loader()
+        if len(fact) == 1:
+            return host_loader()
+        return Value(What.LOADER, frozenset(), Parts(_value_of(fact[1], node)))
     _, items, element = fact
     item_values = tuple((key, UNKNOWN_VALUE if part is None else _value_of(part, node)) for key, part in items)
     element_value = UNKNOWN_VALUE if element is None else _value_of(element, node)

@@ -222,6 +222,14 @@ def related_findings(facts: FileFacts, line: int, codes: Iterable[str], group: s
         for acting in _acting_on(helper, statement):
             if all(s is not acting for _, s in levels):
                 levels.append((1, acting))
+        # a parameter the failing line uses, moved where the method takes it (FDV107's entry move)
+        for node in header_expressions(statement):
+            if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+                for _, origin in helper.places(node)[2]:
+                    if isinstance(origin, ast.arg):
+                        for finding in facts.findings:
+                            if facts.line_of(finding.start) == origin.lineno and finding not in ranked:
+                                ranked[finding] = (1, finding.code not in codes, finding.start)
         for level, related in levels:
             first, last = header_lines(related)
             for finding in facts.findings:

@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class, explicit), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = 'd3cd3947c6af101473bc'
+FINGERPRINT = '2596011fb6b1309e9278'
 RULES = (
     ('FDV100', 'unused-noqa', 'noqa', ('(?i)#\\s*noqa\\s*:',), 'unused_noqa', 'UnusedNoqa', True),
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory', False),
@@ -11,7 +11,7 @@ RULES = (
     ('FDV104', 'cuda-call', 'cuda-only', ('\\.cuda\\s*\\(',), 'cuda_call', 'CudaCall', False),
     ('FDV105', 'load-map-location', 'cuda-only', ('load(?<=\\bload)(?:_state_dict_from_url|_url)?\\s*\\(',), 'load_map_location', 'LoadMapLocation', False),
     ('FDV106', 'discarded-to', 'mismatch', ('\\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\\s*\\(', '(?m)^[ \\t]*[\\w.]+\\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\\s*\\('), 'discarded_to', 'DiscardedTo', False),
-    ('FDV107', 'unmoved-input', 'mismatch', ('\\.(?:to|cuda)\\s*\\(',), 'unmoved_input', 'UnmovedInput', False),
+    ('FDV107', 'unmoved-input', 'mismatch', ('\\.(?:to|cuda)\\s*\\(|self\\.\\w*dev',), 'unmoved_input', 'UnmovedInput', False),
     ('FDV108', 'numpy-on-device', 'mismatch', ('numpy', '\\.(?:to|cuda)\\s*\\(|device', '\\.numpy\\s*\\(|\\b(?:array|asarray|asanyarray|copy)\\s*\\('), 'numpy_on_device', 'NumpyOnDevice', False),
     ('FDV109', 'hard-coded-cuda', 'cuda-only', ('cuda', '["\']cuda|\\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\\s*\\.\\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\\s*\\('), 'hard_coded_cuda', 'HardCodedCuda', False),
     ('FDV110', 'legacy-tensor-type', 'cuda-only', ('cuda\\s*\\.\\s*\\w*Tensor\\b|from\\s+torch\\.cuda\\s+import|\\.type\\(\\s*[\\w.\\[\\]]+\\.type\\(\\s*\\)\\s*\\)',), 'legacy_tensor_type', 'LegacyTensorType', False),

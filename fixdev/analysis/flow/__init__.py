@@ -20,6 +20,8 @@ The query API, all on ``FileFlow(text_or_tree)``:
 - ``sinks() -> list[Sink]``: where a host value meets a device (or a device
   tensor reaches ``.numpy()``, or indexes a host tensor), each naming the value,
   its origins and the device to move it to.
+- ``entry_moves() -> list[Entry]``: parameters of a plain class's methods met
+  on the class's own device (``self.device``), to move first in the method.
 - ``device_at(node, moving=False) -> str | None``: the device a fix at ``node``
   should use (issue 11 item 5's order); ``moving``: ``node`` is the value
   being moved, so neither what it is made from nor a tensor that may sit on
@@ -38,7 +40,10 @@ What it knows (everything else is UNKNOWN):
   host tensors (unpacking gives host tensors; ``for``, ``next(iter(...))``,
   ``enumerate``, ``zip``, ``tqdm``), unless its dataset or ``collate_fn`` is seen
   to move tensors, is a ``TensorDataset`` of device tensors, or the
-  ``collate_fn`` is not in the file. ``Net()`` of an nn.Module class (torch.nn
+  ``collate_fn`` is not in the file; a batch has the shape the file's dataset
+  (``__getitem__``, through the default collate) or ``collate_fn`` gives it. A
+  tokenizer's ``return_tensors="pt"`` result is a host ``BatchEncoding`` (ref
+  ``ENCODING``), read by key or attribute, moved whole by ``.to``. ``Net()`` of an nn.Module class (torch.nn
   layers, classes of the file, torchvision/timm/transformers builders) is on
   the host until moved, unless given modules it keeps.
 - Moves: ``.to(d)``, ``.cuda()``, ``.cpu()``, ``.type_as(v)``, ``.type(v.type())``;
@@ -80,7 +85,8 @@ bindings), ``interpreter`` (one run over a scope's body) with its families
 ``statements``, ``expressions`` and ``calls``, ``sinks`` (where a value meets
 a device it does not live on), ``evidence`` (what shows a value is a tensor
 where nothing shows where it lives: a ``"relative"`` sink's device is that
-tensor's own), ``mentions`` (names in a file's text) and
+tensor's own), ``entries`` (a plain class's method parameters met on the
+class's own device: ``entry_moves()``), ``mentions`` (names in a file's text) and
 ``facts`` (``FileFlow``: lazy runs, summaries, class facts and the query API
 below), ``arms`` (the CPU arm of ``if use_cuda:``, where values only its CUDA
 arm moves are on the CPU: ``sinks()`` leaves such meetings out). The names here are that API; the rules import from this package only.
@@ -109,10 +115,10 @@ from fixdev.analysis.flow.lattice import (
 )
 from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.syntax import AST_LEAVES, ast_children, ast_statements, ast_walk
-from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_OBJECT, LIGHTNING_MODULES, MODULE_SELF_METHODS, NOT_MODULES, OPTIMIZER
+from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_OBJECT, ENCODING, LIGHTNING_MODULES, MODULE_SELF_METHODS, NOT_MODULES, OPTIMIZER
 
 __all__ = [
-    "ARRAY_VALUE", "AST_LEAVES", "CONFIG_NAMES", "DEVICE_OBJECT", "FOLLOWS_MODULE", "HOST", "LIGHTNING_MODULES", "MODULE_SELF_METHODS",
+    "ARRAY_VALUE", "AST_LEAVES", "CONFIG_NAMES", "DEVICE_OBJECT", "ENCODING", "FOLLOWS_MODULE", "HOST", "LIGHTNING_MODULES", "MODULE_SELF_METHODS",
     "MOVES_INPUTS", "NOTHING", "NOT_MODULES", "OPTIMIZER", "PARAM_FREE", "PENDING", "UNKNOWN", "UNKNOWN_VALUE", "ZERO_DIM",
     "Device", "Evidence", "FileFlow", "Parts", "SameAs", "Sink", "Value", "What",
     "ast_children", "ast_statements", "ast_walk", "container_value", "host_loader",

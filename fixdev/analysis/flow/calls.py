@@ -5,13 +5,44 @@ from __future__ import annotations
 import ast
 from fixdev.analysis.flow.index import FUNCTION_DEFS
 from fixdev.analysis.flow.lattice import MAX_INLINE_DEPTH
-from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, FOLLOWS_MODULE, HOST, Instance, MOVES_INPUTS, NOTHING, NO_PLACES, PARAM_FREE, Parts, SCALAR_VALUE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, container_value, host_loader, join_all, kinds_of, spread_inputs, join
+from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, FOLLOWS_MODULE, HOST, Instance, MOVES_INPUTS, NOTHING, NO_PLACES, PARAM_FREE, PENDING, Parts, SCALAR_VALUE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, container_value, host_loader, join_all, kinds_of, spread_inputs, join
 from fixdev.analysis.flow.syntax import chain_of, is_constant_number, root_of
-from fixdev.analysis.flow.vocabulary import COMBINING_METHODS, DATA_LOADERS, DEVICE_OBJECT, DTYPES, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
+from fixdev.analysis.flow.vocabulary import COMBINING_METHODS, DATA_LOADERS, DEVICE_OBJECT, DTYPES, ENCODING, TOKENIZER_TENSOR_METHODS, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
 from fixdev.analysis.flow import expressions, sinks
 
 
 def e_call(run, node: ast.Call, state: dict) -> Value:
+    value = _call(run, node, state)
+    if value is UNKNOWN_VALUE and node.keywords:
+        return encoded(run, node)
+    return value
+
+
+def encoded(run, node: ast.Call) -> Value:
+    """``tokenizer(texts, return_tensors="pt")`` (a tokenizer, processor or
+    feature extractor the analysis cannot see): a ``BatchEncoding`` of host
+    tensors (ref ``ENCODING``); ``tokenizer.encode(..., return_tensors="pt")``
+    and ``apply_chat_template`` without ``return_dict=True``: one host tensor.
+    Unknown under a default device, which the tokenizer's tensors follow."""
+    pt = as_dict = False
+    for keyword in node.keywords:
+        if keyword.arg == "return_tensors":
+            value = keyword.value
+            if type(value) is not ast.Constant or value.value != "pt":
+                return UNKNOWN_VALUE
+            pt = True
+        elif keyword.arg == "return_dict":
+            as_dict = type(keyword.value) is ast.Constant and keyword.value.value is True
+    if not pt or run._default_device or run.index.default_device_set:
+        return UNKNOWN_VALUE
+    tensor = Value(What.TENSOR, frozenset({(HOST, node)}))
+    func = node.func
+    if type(func) is ast.Attribute and func.attr in TOKENIZER_TENSOR_METHODS and not (func.attr == "apply_chat_template" and as_dict):
+        return tensor
+    return Value(What.BATCH, frozenset({(HOST, node)}), Parts(tensor), ENCODING)
+
+
+def _call(run, node: ast.Call, state: dict) -> Value:
     func = node.func
     if type(func) is ast.Attribute:
         receiver = run.ev(func.value, state)
@@ -94,6 +125,21 @@ def torch_call(run, name: str, node: ast.Call, positional: list[Value], keywords
         return Value(What.DEVICE, frozenset({(Device(run.flow.source_of(node), run.flow.scope_home(run.scope, root_of(run.flow.source_of(node)))), None)}))
     if name.startswith("torch.cuda.") and name.endswith("Tensor") and name.rsplit(".", 1)[-1][:1].isupper():
         return Value(What.TENSOR, frozenset({(Device(None), node)}))
+    if name == "torch.autograd.grad":
+        # grad_outputs must be where the outputs are; the gradients live where the inputs do
+        met = [(arg, value) for i, (arg, value) in enumerate(zip(node.args, positional)) if i in (0, 2)]
+        met += [(k.value, keywords[k.arg]) for k in node.keywords if k.arg in ("outputs", "grad_outputs")]
+        operands = []
+        for arg, value in met:
+            if type(arg) in (ast.List, ast.Tuple) and isinstance(value.parts, Parts):
+                operands += [(element, part) for element, (_, part) in zip(arg.elts, value.parts.items)]
+            else:
+                operands.append((arg, value))
+        sinks.combine(run, node, operands, state)
+        inputs = positional[1] if len(positional) > 1 else keywords.get("inputs", UNKNOWN_VALUE)
+        each = run.element(inputs) if isinstance(inputs.parts, Parts) else inputs
+        places = each.places if each.what in TENSORISH and each.places else UNKNOWN_PLACES
+        return Value(What.BATCH, places, Parts(Value(What.TENSOR, places)))
     if name in NN_PARAMETERS:
         base = first if first is not None and first.what in TENSORISH else UNKNOWN_VALUE
         return Value(What.TENSOR, base.places, flags=FOLLOWS_MODULE)
@@ -244,7 +290,36 @@ def loader(run, node: ast.Call, positional: list[Value], keywords: dict) -> Valu
             on_host = all(p is HOST for p, _ in dataset.places)
     if not on_host:
         return Value(What.LOADER, NO_PLACES, Parts(UNKNOWN_VALUE))
+    if collate is not None and collate is not SCALAR_VALUE:
+        # the file's collate_fn: its batch is what it returns (tuple(zip(*batch)): tuples, not tensors)
+        made = run.flow.returned(collate.ref)
+        return Value(What.LOADER, NO_PLACES, Parts(collated(made, False) if made is not None else UNKNOWN_VALUE))
+    if dataset is not None and type(dataset.ref) is Instance:
+        getitem = run.flow.classes.method_of(dataset.ref.cls, "__getitem__")
+        item = run.flow.returned(getitem) if getitem is not None else None
+        if item is not None:
+            return Value(What.LOADER, NO_PLACES, Parts(collated(item, True)))
     return host_loader()
+
+
+def collated(item: Value, default: bool, depth: int = 0) -> Value:
+    """A loader's batch made from what ``item`` is: a dataset item through the
+    default collate (``default``: tensors, arrays and numbers are stacked into
+    tensors, a tuple or dict keeps its parts, an item the code does not show
+    is taken as a tensor), or a collate function's result as it is (only its
+    host tensors are tensors of the batch). Parts that may be strings or
+    numbers are not known."""
+    tensor = Value(What.TENSOR, frozenset({(HOST, PENDING)}))
+    if item.what is What.TENSOR and not kinds_of(item)[1] or (default and item.what is What.ARRAY):
+        return tensor  # made from the items the loader gives, on the host
+    if isinstance(item.parts, Parts) and item.parts.items and depth < 2 and item.what is not What.LOADER:
+        items = tuple((key, collated(part, default, depth + 1)) for key, part in item.parts.items)
+        parts = [part for _, part in items]
+        what = What.BATCH if all(p.what in (What.TENSOR, What.BATCH) for p in parts) else What.UNKNOWN
+        return Value(what, frozenset({(HOST, PENDING)}), Parts(join_all(parts), items))
+    if default and item.what is What.UNKNOWN and item.parts is None and type(item.ref) is not Instance:
+        return tensor  # a transform's result, say: taken as a tensor, as any dataset's item is
+    return UNKNOWN_VALUE
 
 
 def construct(run, cls: ast.ClassDef, node: ast.Call, state: dict) -> Value:
@@ -432,8 +507,9 @@ def module_method(run, module: Value, name: str, receiver_node: ast.AST, node: a
         tensor = Value(What.TENSOR, module.places, flags=FOLLOWS_MODULE)
         pair = container_value([SCALAR_VALUE, tensor], ((0, SCALAR_VALUE), (1, tensor)), UNKNOWN_VALUE)
         return Value(What.BATCH if name == "state_dict" else What.UNKNOWN, module.places, Parts(tensor if name == "state_dict" else pair))
-    if name == "forward":
-        return call_module(run, module, node.func, node, state)
+    if name == "forward" or name == "generate" and (type(module.ref) is not Instance or run.flow.classes.method_of(module.ref.cls, name) is None):
+        # model.forward(x); a language model's generate() runs its forward on what it is given
+        return call_module(run, module, receiver_node, node, state)
     if type(module.ref) is Instance:
         return own_method(run, module, name, node, positional, keywords, state)
     return UNKNOWN_VALUE
@@ -554,5 +630,5 @@ def batch_method(run, batch: Value, name: str, node: ast.Call, positional: list[
         if moved is None:
             return batch
         element = Value(What.TENSOR, moved)
-        return Value(What.BATCH, moved, Parts(element, tuple((k, element) for k, _ in parts.items)))
+        return Value(What.BATCH, moved, Parts(element, tuple((k, element) for k, _ in parts.items)), batch.ref if batch.ref == ENCODING else None)
     return UNKNOWN_VALUE

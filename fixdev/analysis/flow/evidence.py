@@ -19,6 +19,7 @@ from fixdev.analysis.flow.vocabulary import (
     NOT_OPERATIONS,
     NUMBER_FIRST_OPERATIONS,
     TENSOR_FACTORIES,
+    TENSOR_METHODS,
     TENSOR_ONLY_ATTRIBUTES,
     TENSOR_ONLY_METHODS,
     is_torch_module_class,
@@ -46,9 +47,20 @@ def tensor_parameters(flow, scope) -> frozenset:
         return frozenset()
     first_use: dict[str, tuple] = {}
     first_store: dict[str, tuple] = {}
+    assigned: set[int] = set()  # names an assignment binds: after its value is read (x = torch.cat((x, y)))
     for node in ast_walk(function):
-        if type(node) is ast.Name:
-            if node.id in names and type(node.ctx) is not ast.Load:
+        kind = type(node)
+        if kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
+            for target in node.targets if kind is ast.Assign else (node.target,):
+                for sub in ast_walk(target):
+                    if type(sub) is ast.Name and sub.id in names and type(sub.ctx) is ast.Store:
+                        assigned.add(id(sub))
+                        end = (node.end_lineno, node.end_col_offset)
+                        if end < first_store.get(sub.id, (1 << 30, 0)):
+                            first_store[sub.id] = end
+            continue
+        if kind is ast.Name:
+            if node.id in names and type(node.ctx) is not ast.Load and id(node) not in assigned:
                 _earliest(first_store, node.id, node)
             continue
         for used in _tensor_uses(flow, node, scope):
@@ -71,6 +83,90 @@ def tensor_attributes(flow, cls: ast.ClassDef) -> frozenset:
                 if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
                     found.add(used.attr)
     return frozenset(found)
+
+
+def shows_tensor(flow, scope, roots: list, name: str) -> bool:
+    """Whether the code under ``roots`` (in ``scope``) uses the local ``name``
+    as only a tensor is used (``_tensor_uses``): a loop's batch that is one
+    tensor, not a list or dict of them."""
+    for root in roots:
+        for node in ast_walk(root):
+            for used in _tensor_uses(flow, node, scope):
+                if type(used) is ast.Name and used.id == name:
+                    return True
+    return False
+
+
+def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
+    """Where a local ``name`` that may live anywhere is bound, when it is
+    bound once in its function (or the module's own statements), as a
+    ``for`` target or by an assignment of a call's (or an item's) result,
+    and that code shows it is a tensor (``shows_tensor``): the target
+    ``Name``, else None. Parameters, and what is made from them, are their
+    callers' to place; what ``self``'s own calls give is where the object
+    works (``self.encoder(x)``), as far as the analysis can tell; and in an
+    ``nn.Module``'s methods every tensor is one of those."""
+    scope = run.scope
+    if scope.kind not in ("function", "module") or scope.counts.get(name.id) != 1 or (scope.kind == "function" and name.id in _parameter_names(scope.node)):
+        return None
+    if run.cls_info is not None and run.cls_info.is_module:
+        return None  # an nn.Module's methods work on their inputs and their own results
+    found = run.flow.cache.get(("unplaced", scope.node, name.id), False)
+    if found is False:
+        found = None
+        params = _parameter_names(scope.node) if scope.kind == "function" else set()
+        for statement in ast_statements(scope.node.body, enter=lambda s: type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            kind = type(statement)
+            if kind in (ast.For, ast.AsyncFor):
+                targets, made = [statement.target], statement.iter
+            elif kind is ast.Assign and len(statement.targets) == 1 and type(statement.value) in (ast.Call, ast.Subscript, ast.Await):
+                targets, made = statement.targets, statement.value
+                if scope.self_name and _root_name(made) == scope.self_name:
+                    continue  # self.encoder(x): the object's own work, where the object is
+                if type(made) is ast.Call and not _takes_tensors(run.flow, made.func, scope) and not any(type(n) in _COMPREHENSIONS for n in ast_walk(made)):
+                    made = made.func  # load_image(path): made anew by the callee, whatever its arguments
+            else:
+                continue
+            if any(type(n) is ast.Name and n.id in params for n in ast_walk(made)):
+                continue  # made from a parameter (torch.cat([y for _, y in batches])): where the caller put it
+            for target in targets:
+                for sub in ast_walk(target):
+                    if type(sub) is ast.Name and sub.id == name.id and type(sub.ctx) is ast.Store:
+                        found = sub
+        own = [s for s in scope.node.body if type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)]
+        if found is not None and not shows_tensor(run.flow, scope, own, name.id):
+            found = None
+        run.flow.cache[("unplaced", scope.node, name.id)] = found
+    return found
+
+
+def tensor_root(node: ast.AST) -> ast.Name | None:
+    """``y`` of ``y``, ``y.unsqueeze(1)``, ``y[:, 0]`` or ``y.float().view(-1)``:
+    the name a tensor's own methods and slices are read from."""
+    while True:
+        kind = type(node)
+        if kind is ast.Name:
+            return node
+        if kind is ast.Subscript:
+            node = node.value
+        elif kind is ast.Call and type(node.func) is ast.Attribute and node.func.attr in TENSOR_METHODS:
+            node = node.func.value
+        else:
+            return None
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while type(node) in (ast.Call, ast.Attribute, ast.Subscript, ast.Await):
+        node = node.func if type(node) is ast.Call else node.value
+    return node.id if type(node) is ast.Name else None
+
+
+def _parameter_names(function: ast.AST) -> set:
+    args = function.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None}
 
 
 def _tensor_uses(flow, node: ast.AST, scope) -> list:
@@ -103,9 +199,13 @@ def _earliest(found: dict, name: str, node: ast.AST) -> None:
 
 
 def _unsliced(node: ast.AST) -> ast.AST | None:
-    """``x`` (a name or ``self.x``) of ``x`` or of ``x[:, :-1]`` (a slice in
+    """``x`` (a name or ``self.x``) of ``x``, of ``x.float()`` or of ``x[:, :-1]`` (a slice in
     more than one dimension is an array's, and an array torch rejects: a
     tensor's); None for other expressions."""
+    while type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in TENSOR_METHODS:
+        # torch.cat((x.repeat(n, 1), y)): what x.repeat gives is a tensor, and a
+        # NumPy array's (or a module's) would give no tensor either
+        node = node.func.value
     if type(node) is ast.Subscript and type(node.slice) is ast.Tuple:
         if any(type(e) is ast.Slice or (type(e) is ast.Constant and e.value is Ellipsis) for e in node.slice.elts):
             node = node.value

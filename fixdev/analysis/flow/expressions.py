@@ -7,7 +7,7 @@ from fixdev.analysis.flow.index import FUNCTION_DEFS
 from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH
 from fixdev.analysis.flow.lattice import DTYPE_VALUE, Device, FOLLOWS_MODULE, HOST, Instance, MOVES_INPUTS, NOTHING, NO_PLACES, PARAM_FREE, Parts, SCALAR_VALUE, SameAs, UNKNOWN, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, container_value, parts_depth, join_all, kinds_of, join
 from fixdev.analysis.flow.syntax import chain_of, root_of
-from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_OBJECT, DEVICE_STRINGS, TENSOR_SAME_ATTRIBUTES, TENSOR_SCALAR_ATTRIBUTES
+from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_OBJECT, DEVICE_STRINGS, ENCODING, ENCODING_ATTRIBUTES, TENSOR_SAME_ATTRIBUTES, TENSOR_SCALAR_ATTRIBUTES
 from fixdev.analysis.flow import sinks
 
 
@@ -85,6 +85,12 @@ def attribute(run, base: Value, attr: str, node: ast.AST, chain: str | None, sta
         return UNKNOWN_VALUE
     if what is What.ARRAY:
         return SCALAR_VALUE if attr in ("shape", "ndim", "dtype", "size") else base
+    if what is What.BATCH and ref == ENCODING and isinstance(base.parts, Parts) and attr not in ENCODING_ATTRIBUTES:
+        # enc.input_ids: a BatchEncoding reads its tensors as attributes too
+        for key, part in base.parts.items:
+            if key == attr:
+                return part
+        return base.parts.elem if base.parts.elem is not NOTHING else UNKNOWN_VALUE
     if attr in TENSOR_SCALAR_ATTRIBUTES and attr != "grad_fn":
         return SCALAR_VALUE
     return UNKNOWN_VALUE

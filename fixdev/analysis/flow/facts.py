@@ -19,7 +19,7 @@ from fixdev.analysis.flow.syntax import chain_of, root_of, ast_walk
 from fixdev.analysis.flow.sources import meets, source_chains
 from fixdev.analysis.flow.vocabulary import DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
 from fixdev.analysis.flow.classes import ClassFacts, naming
-from fixdev.analysis.flow import evidence
+from fixdev.analysis.flow import entries, evidence
 
 
 class FileFlow:
@@ -329,6 +329,31 @@ class FileFlow:
 
         return self.compute(("main", scope.node), make)
 
+    def cached_main(self, scope: Scope) -> Run | None:
+        """The run queries use, if made already."""
+        run = self.cache.get(("main", scope.node))
+        return run if isinstance(run, Run) else None
+
+    def following_device(self, at: ast.AST, other: ast.AST) -> str | None:
+        """Text valid at ``at`` naming where ``other`` lives on every path (it
+        may be the host on some, so a device's own name would not do): the
+        one attribute of ``self`` holding a device that lives where ``other``
+        does (``self.device = self.model.device`` after the model's moves)."""
+        placements = self.value(other).placements
+        scope = self.index.scope_at(position_of(at))
+        if scope.cls is None or not scope.self_name or not placements:
+            return None
+        found = [
+            attr
+            for attr, value in self.classes.attributes(scope.cls).items()
+            if value.what is What.DEVICE and self.rehome(value, scope, f"{scope.self_name}.{attr}").placements == placements
+        ]
+        return f"{scope.self_name}.{found[0]}" if len(found) == 1 else None
+
+    def entry_moves(self) -> list:
+        """Method parameters to move at the start of the method (``entries``)."""
+        return entries.entry_moves(self)
+
     def symbolic(self, scope: Scope) -> Run | None:
         """The run with parameters as themselves (``SameAs(x)``): the summary."""
         return self.compute(("sym", scope.node), lambda: Run(self, scope, self._symbolic_params(scope), record=True, summaries=True, in_init=self._is_init(scope)).run())
@@ -547,6 +572,11 @@ class FileFlow:
             self.cache[key] = evidence.tensor_attributes(self, cls)
         return self.cache[key]
 
+    def shows_tensor(self, roots: list, name: str) -> bool:
+        """Whether the code under ``roots`` uses ``name`` as only a tensor is used (``evidence``)."""
+        scope = self.index.scope_at(position_of(roots[0])) if roots else None
+        return scope is not None and evidence.shows_tensor(self, scope, roots, name)
+
     def torch_results(self, scope: Scope) -> frozenset:
         """Locals bound once to a torch operation's result (``evidence``)."""
         key = ("torch results", scope.node)
@@ -695,6 +725,8 @@ class FileFlow:
                     params = {p.text for p, _ in given.places if type(p) is SameAs and p.home is run.scope.node}
                     if len(params) == 1 and all(type(p) is SameAs for p, _ in given.places):
                         run.meetings.append((params.pop(), kind, node, use, other_node, here))
+            if summary.entries:
+                entries.pass_on(self, run, scope, call, summary, mapping)
         result = summary.returns if summary.returns is not None else SCALAR_VALUE
         return self._substitute(result, scope, mapping, receiver, run.scope)
 

@@ -7,7 +7,7 @@ from fixdev.analysis.flow.index import Scope
 from fixdev.analysis.flow.lattice import DTYPE, Device, FOLLOWS_MODULE, HOST, Instance, MAYBE_UNBOUND, NOTHING, Parts, SCALAR_VALUE, UNKNOWN, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, capped, join_states, settle_pending, join
 from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.syntax import chain_of, root_of
-from fixdev.analysis.flow.vocabulary import DTYPES, FLAG_NAMES
+from fixdev.analysis.flow.vocabulary import DTYPES, ENCODING, FLAG_NAMES
 from fixdev.analysis.flow import calls, expressions, statements
 
 
@@ -53,6 +53,10 @@ class Run:
         self.discarded: dict[str, frozenset] = {}  # chain -> where a discarded .to() would put it
         # (parameter, kind, node, its use, other node, other value): a parameter meets a device here
         self.meetings: list[tuple] = []
+        # a plain class's method parameter meeting the class's own device (sinks.Entry);
+        # (function, parameter) this run's calls pass such a parameter on from
+        self.entries: list = []
+        self.passed_on: set[tuple] = set()
         self.params = params
         self._loops: list[tuple[list, list]] = []
         self._default_device = 0
@@ -146,7 +150,7 @@ class Run:
                 self.remember(target, value)
         elif kind is ast.Subscript:
             container = self.ev(target.value, state)
-            self.ev(target.slice, state)
+            index = self.ev(target.slice, state)
             chain = chain_of(target.value)
             key = target.slice.value if type(target.slice) is ast.Constant else None
             if chain is not None and isinstance(container.parts, Parts):
@@ -158,7 +162,11 @@ class Run:
                     # batch[k] = ...: any part may now be the new value
                     elem = container.parts.elem
                     parts = Parts(value if elem is NOTHING else join(elem, value), tuple((k, join(v, value)) for k, v in container.parts.items))
-                state[chain] = container.but(parts=parts)
+                # a BatchEncoding given a value that is no tensor may no longer move whole
+                keeps = container.ref != ENCODING or value.what in (What.TENSOR, What.BATCH)
+                state[chain] = container.but(parts=parts) if keeps else container.but(parts=parts, ref=None)
+            elif container.what is What.TENSOR and (index.what is What.TENSOR or type(target.slice) in (ast.Slice, ast.Tuple) or type(key) is int):
+                pass  # label[label == pad] = -100, x[:, 0] = v: a tensor's items are written where the tensor lives
             elif chain is not None and container.what in TENSORISH and container.places and value.places and not value.places <= container.places:
                 # x[k] = value where value may live elsewhere: x is a container after all (a loader's dict batch)
                 state[chain] = container.but(places=capped(container.places | value.places))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from fixdev.analysis.flow import evidence
-from fixdev.analysis.flow.lattice import Device, PENDING, SCALAR_VALUE, SameAs, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, kinds_of, position_of, settled_origins
+from fixdev.analysis.flow import entries, evidence
+from fixdev.analysis.flow.lattice import Device, PENDING, SCALAR_VALUE, SameAs, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, kinds_of, position_of, settled_origins
 
 
 # ---------------------------------------------------------------------------
@@ -26,7 +26,11 @@ class Sink:
     ``"relative"`` (a host tensor combined with a tensor the code shows is one
     but not where it lives, a parameter or ``self`` attribute, in a file that
     meets devices: ``device`` is that tensor's ``.device``, right wherever it
-    lives; kept apart from ``"operand"``, which is sure to fail).
+    lives; kept apart from ``"operand"``, which is sure to fail),
+    ``"unplaced"`` (a tensor the code shows is one, bound once from a call or
+    an iterator the analysis does not see into, reaching a module or tensor
+    on a device: moving it there is right wherever it lives; ``origins`` is
+    its binding).
     ``node``: the call, operation or subscript. ``value``: the expression on
     the wrong side (on the host; for ``"numpy"``, the one that may be on a
     device). ``origins``: where that value
@@ -94,6 +98,16 @@ def meet(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_
         params = {p.text for p, _ in host.places if type(p) is SameAs and p.home is function}
         if len(params) == 1 and all(type(p) is SameAs for p, _ in host.places):
             run.meetings.append((params.pop(), kind, node, host_node, device_node, device))
+    if run.record and host.what in (What.UNKNOWN, What.TENSOR) and host.places == UNKNOWN_PLACES and kinds_of(device) == (False, True, False) and device.what in (What.TENSOR, What.MODULE):
+        # a tensor from a call or an iterator the code does not show, met on a device
+        root = evidence.tensor_root(host_node)
+        binding = evidence.unplaced_binding(run, root) if root is not None else None
+        key = (node, host_node)
+        if binding is not None and key not in run.sinks:
+            run.sinks[key] = Sink("unplaced", node, host_node, (binding,), device_node, run.flow.device_text(run.scope, device, device_node))
+            return True
+    if run.record and run.cls_info is not None and not run.cls_info.is_module and host.places:
+        entries.entry(run, kind, node, host_node, host, device_node, device)
     return False
 
 

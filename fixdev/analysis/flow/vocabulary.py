@@ -42,7 +42,7 @@ NOT_OPERATIONS = _torch(
     "no_grad enable_grad inference_mode set_grad_enabled is_grad_enabled compile vmap typename Size "
     "dtype finfo iinfo Generator Stream Event broadcast_shapes result_type can_cast promote_types "
     "get_num_threads set_num_threads use_deterministic_algorithms set_printoptions is_inference_mode_enabled "
-    "autograd.Variable autograd.Function autograd.backward autocast get_autocast_dtype is_autocast_enabled"
+    "autograd.Variable autograd.Function autograd.backward autograd.grad autocast get_autocast_dtype is_autocast_enabled"
 )
 NOT_OPERATION_PREFIXES = tuple(
     f"torch.{name}."
@@ -101,6 +101,15 @@ OPTIMIZER = ("instance", "torch.optim.Optimizer")
 # have it, so a name holding a string on some path is not one (`x.device == "cpu"`
 # is always false on a torch.device, right on a string).
 DEVICE_OBJECT = ("instance", "torch.device")
+# The ref of a BATCH value that is a tokenizer's (or processor's) result: a
+# `BatchEncoding` / `BatchFeature` of tensors, which moves whole with
+# `.to(device)` and reads its tensors by key or attribute (`enc.input_ids`).
+ENCODING = ("instance", "transformers.BatchEncoding")
+# A tokenizer's methods that return one tensor with `return_tensors="pt"`,
+# not a BatchEncoding (`apply_chat_template` unless `return_dict=True`).
+TOKENIZER_TENSOR_METHODS = frozenset({"encode", "apply_chat_template"})
+# A BatchEncoding's own attributes, which are no tensors of it.
+ENCODING_ATTRIBUTES = frozenset("data encodings is_fast n_sequences tensor_type".split())
 # Calls that show a value is an nn.Module (optimizers share state_dict and zero_grad).
 MODULE_EVIDENCE = frozenset(
     "parameters named_parameters buffers named_buffers modules named_modules children named_children eval forward "
