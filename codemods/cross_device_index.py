@@ -9,10 +9,18 @@ import libcst as cst
 from fixdev.engine.rule import Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.flow import HOST
 from .numpy_on_device import runs_only_without_cuda
 
 # Expressions a `.cpu()` can follow without parentheses.
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
+# "index": a host tensor read by an index on a device; "index-relative": the
+# index's place is not shown, or the table is a module's attribute that is a
+# plain tensor only on some paths (the index goes to the table's device).
+SINK_KINDS = ("index", "index-relative")
+RELATIVE_MESSAGE = "Tensor on the host is indexed by a tensor that may live on a device; move the index to the indexed tensor's device"
+# Tables whose text a fix may repeat (`self.table[idx.to(self.table.device)]`).
+CHAINS = (ast.Name, ast.Attribute)
 
 
 class CrossDeviceIndex(Rule):
@@ -75,7 +83,7 @@ class CrossDeviceIndex(Rule):
 
     @classmethod
     def screen(cls, screening) -> bool:
-        return analysis.has_sink(screening, "index")
+        return analysis.has_sink(screening, *SINK_KINDS)
 
     VALID = [
         "import torch\nx = torch.randn(5, device='cuda')\nidx = torch.arange(2)\ny = x[idx]\n",
@@ -107,15 +115,31 @@ class CrossDeviceIndex(Rule):
         flow = analysis.flow_of(self)
         sinks = flow.sinks()
         # host values that meet a device elsewhere: other rules move them where they are made
-        met = {origin for sink in sinks if sink.kind in ("module-input", "operand") for origin in sink.origins}
+        met = {origin for sink in sinks if sink.kind in ("module-input", "operand", "relative") for origin in sink.origins}
         for sink in sinks:
-            if sink.kind != "index" or met.intersection(sink.origins) or runs_only_without_cuda(self, flow, sink.node):
+            if sink.kind not in SINK_KINDS or met.intersection(sink.origins) or runs_only_without_cuda(self, flow, sink.node):
                 continue
             # sink.other: the index on a device (a second one, if any, is the next round's finding)
             index = sink.other
             start, end = flow.span(index)
+            move, message = ".cpu()", None
+            if sink.kind == "index-relative":
+                message = RELATIVE_MESSAGE
+                if flow.value(sink.value).placements != {HOST}:  # a module's attribute on the host on some path
+                    if not _plain_chain(sink.value):
+                        self.report_at(*flow.span(sink.node), message)
+                        continue
+                    move = f".to({flow.text[slice(*flow.span(sink.value))]}.device)"
             if isinstance(index, ATOMS):
-                edits = [self.insert(end, ".cpu()")]
+                edits = [self.insert(end, move)]
             else:
-                edits = [self.insert(start, "("), self.insert(end, ").cpu()")]
-            self.report_at(*flow.span(sink.node), fix=edits, fix_message="Move the index to the host: `.cpu()`")
+                edits = [self.insert(start, "("), self.insert(end, ")" + move)]
+            what = "to the host" if move == ".cpu()" else "to the indexed tensor's device"
+            self.report_at(*flow.span(sink.node), message, fix=edits, fix_message=f"Move the index {what}: `{move[1:]}`")
+
+
+def _plain_chain(node: ast.AST) -> bool:
+    """``table`` or ``self.table``: names and attributes only."""
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name

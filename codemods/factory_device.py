@@ -143,7 +143,9 @@ class FactoryDevice(Rule):
         if len(bare) < len(factories):  # a factory is given device=: is a bare one beside it?
             parents = analysis.ast_parents(flow)
             for call in bare:
-                outer = parents.get(call)
+                inner, outer = call, parents.get(call)
+                while _ast_scaled(outer, inner):
+                    inner, outer = outer, parents.get(outer)
                 outer = parents.get(outer) if type(outer) in (ast.keyword, ast.Starred) else outer
                 if type(outer) is ast.Call and any(type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in analysis.call_arguments(outer)):
                     return True
@@ -241,6 +243,8 @@ class FactoryDevice(Rule):
                 done.add(id(call))
                 statement = facts.statement_of(call)
                 device = self._bound_device(facts, statement, sink.device)
+                if device is None and sink.kind == "relative" and _read_where_made(flow, sink, origin):
+                    device = sink.device
                 if sink.kind == "relative":
                     if device is not None:  # else the tensor it meets is not yet bound where it is made: silent
                         new_call = analysis.with_keyword_argument(call, "device", device)
@@ -285,8 +289,12 @@ class FactoryDevice(Rule):
         call are meant to be used together, and the code says where."""
         if analysis.keyword(node, "device") is not None:
             return None
-        arg = analysis.of(self).parent(node)
-        outer = analysis.of(self).parent(arg) if isinstance(arg, cst.Arg) else None
+        facts = analysis.of(self)
+        arg = facts.parent(node)
+        inner = node
+        while _scaled(arg, inner):  # `(2 * xp.pi / 12) * xp.asarray([...])`: scaled by numbers, the same array
+            inner, arg = arg, facts.parent(arg)
+        outer = facts.parent(arg) if isinstance(arg, cst.Arg) else None
         if not isinstance(outer, cst.Call):
             return None
         # syntax first: names are resolved only for calls beside a device= sibling
@@ -307,7 +315,9 @@ class FactoryDevice(Rule):
         sibling = self._sibling_device(node)
         if sibling is not None:
             statement = analysis.of(self).statement_of(node)
-            if self._bound_device(analysis.of(self), statement, sibling) is None:
+            # a sibling in the same call reads the names of a plain `dev` or
+            # `self.dev` there: bound where the factory runs, however bound
+            if not _name_chain_text(sibling) and self._bound_device(analysis.of(self), statement, sibling) is None:
                 self.report(node, "Tensor made on the CPU is passed beside tensors made on a device, and that device is not in reach for `device=`")
                 return
             new_call = analysis.with_keyword_argument(node, "device", sibling)
@@ -417,7 +427,9 @@ def _meets_device_tensor(flow: "FileFlow", placed: _Placed, expr: ast.expr, meth
             for operand in (parent.left, *parent.comparators):
                 if operand is not current and placed.on_device(operand):
                     return operand
-            return None
+            if len(parent.ops) != 1 or type(parent.ops[0]) in (ast.Is, ast.IsNot, ast.In, ast.NotIn):
+                return None
+            current = parent  # `torch.triu(torch.ones(n, n)) == 1`: a fresh mask
         elif kind in (ast.List, ast.Tuple):
             if type(parents.get(parent)) is ast.Subscript and parents[parent].slice is parent:
                 return None  # x[a, b]: indices
@@ -486,6 +498,69 @@ def _uses_after(name: str, assign: ast.Assign, method: ast.FunctionDef) -> list[
         stack.extend(ast.iter_child_nodes(node))
     stop = min(rebinds, default=(method.end_lineno, method.end_col_offset))
     return sorted((node for node in names if start < (node.lineno, node.col_offset) < stop), key=lambda n: (n.lineno, n.col_offset))
+
+
+def _scaled(parent: cst.CSTNode | None, child: cst.CSTNode) -> bool:
+    """``parent`` is ``child`` under a sign, parentheses aside, or combined by
+    arithmetic with numbers and names' attributes (``2 * xp.pi / 12``), never
+    with a call or another array."""
+    if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, (cst.Minus, cst.Plus)):
+        return True
+    if not isinstance(parent, cst.BinaryOperation) or not isinstance(parent.operator, (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)):
+        return False
+    other = parent.right if parent.left is child else parent.left
+    return _numberish(other)
+
+
+def _ast_scaled(parent: ast.AST | None, child: ast.AST) -> bool:
+    """``_scaled`` on CPython's tree, for the screen."""
+    if type(parent) is ast.UnaryOp and type(parent.op) in (ast.USub, ast.UAdd):
+        return True
+    if type(parent) is not ast.BinOp or type(parent.op) not in (ast.Mult, ast.Div, ast.Add, ast.Sub):
+        return False
+    other = parent.right if parent.left is child else parent.left
+    return all(type(n) in (ast.Constant, ast.Name, ast.Attribute, ast.BinOp, ast.UnaryOp, ast.Load) or isinstance(n, (ast.operator, ast.unaryop)) for n in ast.walk(other)) and not (
+        type(other) is ast.Name
+    )
+
+
+def _numberish(node: cst.CSTNode) -> bool:
+    """A number, or arithmetic of numbers and attributes such as ``xp.pi``."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.Attribute):
+        return analysis.is_name_chain(node)
+    if isinstance(node, cst.UnaryOperation):
+        return _numberish(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return _numberish(node.left) and _numberish(node.right)
+    return False
+
+
+def _name_chain_text(text: str) -> bool:
+    """``dev``, ``self.dev``: names and attributes, nothing evaluated twice."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name
+
+
+def _read_where_made(flow: "FileFlow", sink, origin: ast.AST) -> bool:
+    """The factory is made inside the expression that meets the tensor whose
+    device the fix names (``x[torch.isin(x[:, 0], torch.tensor(ids))]``), and
+    that expression reads the tensor's name: it is bound there, whatever
+    other bindings of it the function has."""
+    other = sink.other
+    while type(other) is ast.Subscript:
+        other = other.value
+    if type(other) is not ast.Name or sink.device != f"{other.id}.device":
+        return False
+    start, end = flow.span(sink.node)
+    origin_start, origin_end = flow.span(origin)
+    return start <= origin_start and origin_end <= end
 
 
 def _draws(call: cst.Call) -> bool:

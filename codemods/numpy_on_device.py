@@ -13,6 +13,11 @@ from fixdev.analysis.flow import FOLLOWS_MODULE, What, ast_walk
 
 # Expressions a `.cpu()` can follow without parentheses.
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
+# Sinks this rule fixes: a value that may live on a device read as an array,
+# and a tensor whose place is not shown ("numpy-relative": `.cpu()` is right
+# wherever it lives).
+SINK_KINDS = ("numpy", "numpy-relative")
+RELATIVE_MESSAGE = "Tensor that may live on a device (the code does not show where) is read as a NumPy array; copy it to the host first"
 # Context managers and decorators under which no tensor records a gradient.
 NO_GRAD = frozenset({"no_grad", "inference_mode"})
 
@@ -80,12 +85,14 @@ class NumpyOnDevice(Rule):
     group = "mismatch"
     message = "Tensor that may live on a device is read as a NumPy array; copy it to the host first"
     # Fast ones first. Every read is `.numpy()` or a function of numpy, which
-    # the file imports by name (names from other star imports are not known).
-    trigger = ("numpy", r"\.(?:to|cuda)\s*\(|device", r"\.numpy\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(")
+    # the file imports by name (names from other star imports are not known);
+    # the file moves tensors or names a device, or defines functions or
+    # classes (a library, whose callers choose devices: "numpy-relative").
+    trigger = ("numpy", r"\.(?:to|cuda)\b|device|\bdef\b|\bclass\b", r"\.numpy\s*\(|\b(?:np|numpy)\.\w+\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(")
 
     @classmethod
     def screen(cls, screening) -> bool:
-        return analysis.has_sink(screening, "numpy")
+        return analysis.has_sink(screening, *SINK_KINDS)
 
     VALID = [
         "import torch\nx = torch.randn(3)\na = x.numpy()\n",
@@ -121,7 +128,7 @@ class NumpyOnDevice(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         flow = analysis.flow_of(self)
         for sink in flow.sinks():
-            if sink.kind != "numpy":
+            if sink.kind not in SINK_KINDS:
                 continue
             call = sink.node
             if any(keyword.arg == "force" for keyword in call.keywords):
@@ -133,6 +140,7 @@ class NumpyOnDevice(Rule):
             if flow.what(value) is not What.TENSOR:
                 self.report_at(start, end, "Value that may hold tensors on a device is read as a NumPy array; copy them to the host first")
                 continue
+            message = RELATIVE_MESSAGE if sink.kind == "numpy-relative" else None
             move = ".detach().cpu()" if _may_require_grad(flow, sink) else ".cpu()"
             if call.args and call.args[0] is value:  # np.array(t)
                 value_start, value_end = flow.span(value)
@@ -143,10 +151,10 @@ class NumpyOnDevice(Rule):
             else:  # t.numpy(): the move goes before the dot
                 dot = _dot_before(flow.text, flow.span(call.func)[1] - len(call.func.attr))
                 if dot is None:
-                    self.report_at(start, end)
+                    self.report_at(start, end, message)
                     continue
                 edits = [self.insert(dot, move)]
-            self.report_at(start, end, fix=edits, fix_message=f"Copy to the host first: `{move[1:]}`")
+            self.report_at(start, end, message, fix=edits, fix_message=f"Copy to the host first: `{move[1:]}`")
 
 
 def runs_only_without_cuda(rule: Rule, flow, node: ast.AST) -> bool:

@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = '19b976270a91471348d4'
+FINGERPRINT = '5793ddb39ba7ddc64e77'
 RULES = (
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory'),
     ('FDV102', 'factory-device', 'mismatch', ('\\bclass\\b|\\.(?:to|cuda)\\s*\\(|device|\\bdef\\b', '\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice'),
@@ -11,7 +11,7 @@ RULES = (
     ('FDV105', 'load-map-location', 'cuda-only', ('load(?<=\\bload)(?:_state_dict_from_url|_url)?\\s*\\(',), 'load_map_location', 'LoadMapLocation'),
     ('FDV106', 'discarded-to', 'mismatch', ('\\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\\s*\\(', '(?m)^[ \\t]*[\\w.]+\\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\\s*\\('), 'discarded_to', 'DiscardedTo'),
     ('FDV107', 'unmoved-input', 'mismatch', ('\\.(?:to|cuda)\\s*\\(',), 'unmoved_input', 'UnmovedInput'),
-    ('FDV108', 'numpy-on-device', 'mismatch', ('numpy', '\\.(?:to|cuda)\\s*\\(|device', '\\.numpy\\s*\\(|\\b(?:array|asarray|asanyarray|copy)\\s*\\('), 'numpy_on_device', 'NumpyOnDevice'),
+    ('FDV108', 'numpy-on-device', 'mismatch', ('numpy', '\\.(?:to|cuda)\\b|device|\\bdef\\b|\\bclass\\b', '\\.numpy\\s*\\(|\\b(?:np|numpy)\\.\\w+\\s*\\(|\\b(?:array|asarray|asanyarray|copy)\\s*\\('), 'numpy_on_device', 'NumpyOnDevice'),
     ('FDV109', 'hard-coded-cuda', 'cuda-only', ('cuda', '["\']cuda|\\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\\s*\\.\\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\\s*\\('), 'hard_coded_cuda', 'HardCodedCuda'),
     ('FDV110', 'legacy-tensor-type', 'cuda-only', ('cuda\\s*\\.\\s*\\w*Tensor\\b|from\\s+torch\\.cuda\\s+import|\\.type\\(\\s*[\\w.\\[\\]]+\\.type\\(\\s*\\)\\s*\\)',), 'legacy_tensor_type', 'LegacyTensorType'),
     ('FDV111', 'cross-device-index', 'mismatch', ('\\]', '\\.(?:to|cuda)\\s*\\(|device'), 'cross_device_index', 'CrossDeviceIndex'),
