@@ -37,6 +37,8 @@ CROSS_DEVICE_METHODS = frozenset({"copy_"})
 # namespace is conventionally named `xp` (array_api_compat, SciPy, scikit-learn).
 ARRAY_API_FACTORIES = frozenset({"asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye"})
 ARRAY_NAMESPACE = "xp"
+# Constants a namespace holds (`xp.pi`, `math.tau`): a factory scaled by them is the same array.
+CONSTANTS = frozenset({"pi", "e", "tau", "inf", "nan"})
 
 
 class FactoryDevice(Rule):
@@ -66,15 +68,22 @@ class FactoryDevice(Rule):
     `x.permute(...)`; or passed first to a `torch` operation, as in
     `torch.cat([x, ...])`), the factory gets `device=x.device`: the device
     of the tensor it meets, right wherever that tensor lives (on the CPU it
-    changes nothing). This holds in files that meet devices: a library (a
-    module of a package, a file other files of the run import, a file that
-    only defines things) or code that names or moves to a device.
+    changes nothing). So does a factory made inside the expression that meets
+    a local tensor (`x[torch.isin(x[:, 0], torch.tensor(ids))]`, `x` made
+    by torch): `x` holds that tensor there however often it is bound. This
+    holds in files that meet devices: a library (a module of a package, a
+    file other files of the run import, a file that only defines things) or
+    code that names or moves to a device. The flow follows a lambda bound in
+    the function into its calls there (`dot = lambda g: (grid * g).sum()`),
+    and data from a list or comprehension is on the host (`torch.tensor(ids)`).
 
     Anywhere: a factory passed to a call beside factories of the same
     namespace that all name one device (`f(torch.tensor([i]),
-    torch.arange(n, device=dev))`) gets that device. Array API code counts
-    too: creation functions of a namespace named `xp`, as the standard names
-    it (`self.xp.asarray([i])` beside `self.xp.arange(n, device=self.dev)`).
+    torch.arange(n, device=dev))`) gets that device, also when it is scaled
+    by numbers on the way (`phis=(2 * xp.pi / 12) * xp.asarray([...])`). Array
+    API code counts too: creation functions of a namespace named `xp`, as the
+    standard names it (`self.xp.asarray([i])` beside
+    `self.xp.arange(n, device=self.dev)`).
 
     ## Why is this bad?
     A factory without `device=` allocates on the CPU. Once the model runs on a
@@ -109,7 +118,9 @@ class FactoryDevice(Rule):
     the other side lives is not known on every path (both move under the same
     `if args.cuda:`, a function's parameter nothing shows is a tensor: `x + 1`,
     `x.view(...)`, `x.reshape(...)`, `x.T`, `x.shape` and `x.device` work on
-    NumPy arrays too); in a script that runs on the CPU only (it names no
+    NumPy arrays too; a local name bound again between the factory and the
+    meeting; a sibling scaled by anything but numbers; a lambda passed to
+    another function); in a script that runs on the CPU only (it names no
     device, moves nothing, and no other file imports it). When it meets a
     device but no device is in reach to name, the site is reported without a
     fix.
@@ -130,11 +141,14 @@ class FactoryDevice(Rule):
         tensor on the module's device (names as written, as the trigger reads them)."""
         if not DEVICE_CODE.search(screening.text):
             # only `def` matched the trigger: nothing names a device, so a
-            # relative sink is all there may be; it needs a tensor parameter
-            # and a file that meets devices, which cost a walk, not a run
+            # relative sink is all there may be; it needs a tensor shown by a
+            # parameter's or a local's uses (or made by torch and met where the
+            # factory is made) and a file that meets devices: walks, not runs
             flow = analysis.flow_for(screening)
-            scopes = flow.index.scopes.values()
-            return flow.meets_devices() and any(scope.kind == "function" and flow.evidenced_tensors(scope) for scope in scopes) and analysis.has_sink(screening, "relative")
+            scopes = [scope for scope in flow.index.scopes.values() if scope.kind == "function"]
+            if not flow.meets_devices() or not any(flow.evidenced_tensors(scope) or flow.evidenced_locals(scope) or _meets_inside(scope.node) for scope in scopes):
+                return False
+            return analysis.has_sink(screening, "relative")
         if analysis.has_sink(screening, *SINK_KINDS):
             return True
         flow = analysis.flow_for(screening)
@@ -173,6 +187,8 @@ class FactoryDevice(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def reset(self, x):\n        x.copy_(torch.zeros(3))\n",
         "import torch\ndef f(g, n, a, b):\n    return g(torch.tensor([n]), torch.zeros(n, device=a), torch.ones(n, device=b))\n",
         "def f(g, xp, n):\n    return g(xp.asarray([n]), xp.arange(n))\n",
+        "def f(g, xp, dev, w):\n    return g(a=xp.asarray([0.0], device=dev), b=w * xp.asarray([1.0]))\n",
+        "import torch\ndef f(h):\n    e = torch.eye(3)\n    c = torch.as_tensor(h)\n    c = c / 2\n    return c + e\n",
     ]
     INVALID = [
         Invalid(
@@ -186,6 +202,18 @@ class FactoryDevice(Rule):
         Invalid(
             "def ends(self, b):\n    return self.scanner.get(self.xp.asarray([b]), self.xp.arange(4, device=self.dev))\n",
             "def ends(self, b):\n    return self.scanner.get(self.xp.asarray([b], device=self.dev), self.xp.arange(4, device=self.dev))\n",
+        ),
+        Invalid(
+            "def f(g, xp, dev):\n    return g(a=xp.asarray([0.0], device=dev), b=(2 * xp.pi / 12) * xp.asarray([1.0]))\n",
+            "def f(g, xp, dev):\n    return g(a=xp.asarray([0.0], device=dev), b=(2 * xp.pi / 12) * xp.asarray([1.0], device=dev))\n",
+        ),
+        Invalid(
+            "import torch\ndef keep(rows, ids):\n    x = torch.as_tensor(rows)\n    x = x.float()\n    return torch.isin(x[:, -1], torch.tensor([int(i) for i in ids]))\n",
+            "import torch\ndef keep(rows, ids):\n    x = torch.as_tensor(rows)\n    x = x.float()\n    return torch.isin(x[:, -1], torch.tensor([int(i) for i in ids], device=x.device))\n",
+        ),
+        Invalid(
+            "import torch\ndef f(x, device):\n    x = x.to(device)\n    ramp = torch.linspace(0, 1, 4)\n    weigh = lambda t: t * ramp\n    return weigh(x)\n",
+            "import torch\ndef f(x, device):\n    x = x.to(device)\n    ramp = torch.linspace(0, 1, 4, device=device)\n    weigh = lambda t: t * ramp\n    return weigh(x)\n",
         ),
         Invalid(
             "import torch\ndef f(g, n, dev):\n    return g(torch.tensor([n]), torch.arange(n, device=dev))\n",
@@ -519,21 +547,46 @@ def _ast_scaled(parent: ast.AST | None, child: ast.AST) -> bool:
     if type(parent) is not ast.BinOp or type(parent.op) not in (ast.Mult, ast.Div, ast.Add, ast.Sub):
         return False
     other = parent.right if parent.left is child else parent.left
-    return all(type(n) in (ast.Constant, ast.Name, ast.Attribute, ast.BinOp, ast.UnaryOp, ast.Load) or isinstance(n, (ast.operator, ast.unaryop)) for n in ast.walk(other)) and not (
-        type(other) is ast.Name
-    )
+    return _ast_numberish(other)
+
+
+def _ast_numberish(node: ast.AST) -> bool:
+    """``_numberish`` on CPython's tree."""
+    kind = type(node)
+    if kind is ast.Constant:
+        return type(node.value) in (int, float)
+    if kind is ast.Attribute:
+        return node.attr in CONSTANTS and type(node.value) in (ast.Name, ast.Attribute)
+    if kind is ast.UnaryOp:
+        return _ast_numberish(node.operand)
+    if kind is ast.BinOp:
+        return _ast_numberish(node.left) and _ast_numberish(node.right)
+    return False
 
 
 def _numberish(node: cst.CSTNode) -> bool:
-    """A number, or arithmetic of numbers and attributes such as ``xp.pi``."""
+    """A number, or arithmetic of numbers and constants such as ``xp.pi``."""
     if isinstance(node, (cst.Integer, cst.Float)):
         return True
     if isinstance(node, cst.Attribute):
-        return analysis.is_name_chain(node)
+        return node.attr.value in CONSTANTS and analysis.is_name_chain(node)
     if isinstance(node, cst.UnaryOperation):
         return _numberish(node.expression)
     if isinstance(node, cst.BinaryOperation):
         return _numberish(node.left) and _numberish(node.right)
+    return False
+
+
+def _meets_inside(function: ast.AST) -> bool:
+    """A torch factory written inside the arguments of a call or an operation
+    with a name beside it (``torch.isin(x[:, 0], torch.tensor(ids))``): what a
+    relative sink from a local tensor needs, by the syntax alone."""
+    for node in ast.walk(function):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in SHORT_NAMES:
+            continue
+        inner = node.args if type(node) is ast.Call else (node.left, node.right) if type(node) is ast.BinOp else ()
+        if any(type(a) is ast.Call and type(a.func) is ast.Attribute and a.func.attr in SHORT_NAMES for a in inner) and any(type(a) in (ast.Name, ast.Subscript) for a in inner):
+            return True
     return False
 
 

@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = '5793ddb39ba7ddc64e77'
+FINGERPRINT = 'a276538639d4891b8b57'
 RULES = (
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory'),
     ('FDV102', 'factory-device', 'mismatch', ('\\bclass\\b|\\.(?:to|cuda)\\s*\\(|device|\\bdef\\b', '\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice'),
@@ -14,7 +14,7 @@ RULES = (
     ('FDV108', 'numpy-on-device', 'mismatch', ('numpy', '\\.(?:to|cuda)\\b|device|\\bdef\\b|\\bclass\\b', '\\.numpy\\s*\\(|\\b(?:np|numpy)\\.\\w+\\s*\\(|\\b(?:array|asarray|asanyarray|copy)\\s*\\('), 'numpy_on_device', 'NumpyOnDevice'),
     ('FDV109', 'hard-coded-cuda', 'cuda-only', ('cuda', '["\']cuda|\\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\\s*\\.\\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\\s*\\('), 'hard_coded_cuda', 'HardCodedCuda'),
     ('FDV110', 'legacy-tensor-type', 'cuda-only', ('cuda\\s*\\.\\s*\\w*Tensor\\b|from\\s+torch\\.cuda\\s+import|\\.type\\(\\s*[\\w.\\[\\]]+\\.type\\(\\s*\\)\\s*\\)',), 'legacy_tensor_type', 'LegacyTensorType'),
-    ('FDV111', 'cross-device-index', 'mismatch', ('\\]', '\\.(?:to|cuda)\\s*\\(|device'), 'cross_device_index', 'CrossDeviceIndex'),
+    ('FDV111', 'cross-device-index', 'mismatch', ('\\]', '\\.(?:to|cuda)\\s*\\(|device|\\bdef\\b|\\bclass\\b'), 'cross_device_index', 'CrossDeviceIndex'),
     ('FDV112', 'optimizer-before-move', 'state', ('\\.load_state_dict\\s*\\(', '\\.(?:to|cuda)\\s*\\(', 'optim'), 'optimizer_before_move', 'OptimizerBeforeMove'),
     ('FDV113', 'unregistered-submodule', 'state', ('Module', '(?m)self\\.\\w+\\s*=\\s*(?:[\\[{(]|dict\\(|\\w+\\s*$)|def forward'), 'unregistered_submodule', 'UnregisteredSubmodule'),
     ('FDV114', 'device-string-compare', 'mismatch', ('[\'"](?:cpu|cuda|mps|xpu|hpu|npu|xla|meta|mtia|ipu|lazy|vulkan|gpu)(?::\\d+)?[\'"]',), 'device_string_compare', 'DeviceStringCompare'),

@@ -145,7 +145,8 @@ def index_relative(run, table: Value, node: ast.Subscript, index_node: ast.AST, 
     known), in a file that meets devices; or ``table`` is ``self.X`` of a
     module, on the host on some path (a known origin) and where the module
     lives on the others (a parameter or buffer under a flag that is not the
-    device), and ``index`` is on a device on every path."""
+    device), and ``index`` is on the host on no path (on a device, or where a
+    method's input is, which a module's methods take for its own device)."""
     if table.what is not What.TENSOR or table.flags & ZERO_DIM:
         return False
     t_host, t_device, t_other = kinds_of(table)
@@ -155,8 +156,8 @@ def index_relative(run, table: Value, node: ast.Subscript, index_node: ast.AST, 
     if not t_device and not t_other:  # on the host on every path
         if not i_other or i_device or not run.flow.meets_devices():
             return False
-    elif i_host or i_other or not i_device or not _where_its_module_lives(run, table, node.value):
-        return False
+    elif i_host or not (i_device or i_other) or not _where_its_module_lives(run, table, node.value):
+        return False  # an index on the host on some path indexes either table
     key = (node, node.value)
     if key not in run.sinks:
         run.sinks[key] = Sink("index-relative", node, node.value, settled_origins(table.places, node.value), index_node, None)
