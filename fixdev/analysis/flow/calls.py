@@ -208,8 +208,8 @@ def factory(run, name: str, node: ast.Call, first: Value | None, keywords: dict)
             return Value(What.TENSOR, first.places)
         if first.what is What.UNKNOWN:
             literal = type(node.args[0]) in (ast.List, ast.Tuple) and all(v.what is What.SCALAR for _, v in (first.parts.items if isinstance(first.parts, Parts) else ()))
-            # a list, tuple or comprehension (not a tensor): torch.tensor copies its numbers to the host
-            listed = name == "torch.tensor" and isinstance(first.parts, Parts) and first.ref is None
+            # a list, tuple or comprehension (not a tensor): its numbers are copied to the host
+            listed = isinstance(first.parts, Parts) and first.ref is None
             if not literal and not listed:
                 return Value(What.TENSOR, UNKNOWN_PLACES)
     return Value(What.TENSOR, frozenset({(HOST, node)}), flags=zero_dim)
