@@ -105,7 +105,7 @@ def test_buggy_fails_on_the_virtual_gpu_in_its_own_file_and_fixed_completes(rule
 # comparison that skipped a move, a list of layers never registered, an
 # optimizer loaded before the move) or the traceback names only torch's lines.
 TRACEBACK_CANNOT_FIX = {
-    "constant-buffer/cached_mask_none", "factory-device/sibling_arguments",
+    "constant-buffer/cached_mask_none",
     *(f"device-string-compare/{case}" for case in ("tensor_device_cuda", "indexed_string", "constructor_without_index", "membership",
                                                     "parameter_device", "device_from_setup", "union_parameter", "cpu_check_always_true")),
     *(f"optimizer-before-move/{case}" for case in ("resume_then_move", "gpu_flag_guard", "moved_with_its_comment")),
