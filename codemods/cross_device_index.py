@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import libcst as cst
 
 from fixdev.engine.rule import Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.flow import HOST
 from .numpy_on_device import runs_only_without_cuda
 
 # Expressions a `.cpu()` can follow without parentheses.
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
+# "index": a host tensor read by an index on a device; "index-relative": the
+# index's place is not shown, or the table is a module's attribute that is a
+# plain tensor only on some paths (the index goes to the table's device).
+SINK_KINDS = ("index", "index-relative")
+RELATIVE_MESSAGE = "Tensor on the host is indexed by a tensor that may live on a device; move the index to the indexed tensor's device"
+# What code that names or moves to a device holds.
+DEVICE_CODE = re.compile(r"\.(?:to|cuda)\s*\(|device")
+# Tables whose text a fix may repeat (`self.table[idx.to(self.table.device)]`).
+CHAINS = (ast.Name, ast.Attribute)
 
 
 class CrossDeviceIndex(Rule):
@@ -22,7 +33,14 @@ class CrossDeviceIndex(Rule):
     that lives on a device (`table[idx]`, `labels[mask]`, `x[:, idx]`), as
     the device-flow analysis shows them, and moves the index to the host:
     `table[idx.cpu()]`. The result stays on the host, where the code kept
-    it before.
+    it before. The same where the index is a tensor (made by a torch
+    operation, `torch.argsort(scores)`) whose place the code does not show,
+    in a file that meets devices (a library, or code naming a device): its
+    copy on the host is right wherever it lives. And where the table is a
+    module's attribute that is a plain tensor on some path of `__init__` and
+    a parameter or buffer on another (`if learn: self.w = nn.Parameter(self.w)`),
+    read in a method by an index on the module's side: `self.w[t.to(self.w.device)]`,
+    right on both paths.
 
     ## Why is this bad?
     Indexing checks that every index tensor is on the CPU or on the indexed
@@ -55,8 +73,11 @@ class CrossDeviceIndex(Rule):
     run computes, on the host as before.
 
     ## When it stays silent
-    When the indexed tensor may live on a device, or where either side lives
-    is not known (a function's parameter); for a 0-dim index (`x[t.argmax()]`
+    When the indexed tensor may live on a device (and is not such a module
+    attribute), or where it lives is not known (a function's parameter);
+    when the index is not shown to be a tensor (a parameter: it may be a
+    list or a slice), or lives on the host; in a script that runs on the CPU
+    only; for a 0-dim index (`x[t.argmax()]`
     reads it as a number, which works across devices); for assignments
     (`x[idx] = v` moves the indices itself); where the read runs only
     without CUDA (the `else` of `if torch.cuda.is_available():`). Also when
@@ -71,17 +92,26 @@ class CrossDeviceIndex(Rule):
     name = "cross-device-index"
     group = "mismatch"
     message = "Tensor on the host is indexed by a tensor on a device; move the index to the host"
-    trigger = (r"\]", r"\.(?:to|cuda)\s*\(|device")
+    # `def`/`class`: a library, whose callers choose devices ("index-relative"),
+    # with a host tensor made by a torch factory to index
+    trigger = (r"\]", r"\.(?:to|cuda)\s*\(|device|\bdef\b|\bclass\b")
 
     @classmethod
     def screen(cls, screening) -> bool:
-        return analysis.has_sink(screening, "index")
+        if not DEVICE_CODE.search(screening.text):
+            # only a relative sink may be here: a file that meets devices, holding a factory
+            flow = analysis.flow_for(screening)
+            if not re.search(analysis.FACTORY_CALL, screening.text) or not flow.meets_devices():
+                return False
+        return analysis.has_sink(screening, *SINK_KINDS)
 
     VALID = [
         "import torch\nx = torch.randn(5, device='cuda')\nidx = torch.arange(2)\ny = x[idx]\n",
         "import torch\nx = torch.randn(5)\nidx = torch.arange(2, device='cuda')\nx[idx] = 0.0\n",
         "import torch\nx = torch.randn(5)\ni = torch.randn(5, device='cuda').argmax()\ny = x[i]\n",
         "import torch\ndef f(x):\n    idx = torch.arange(2, device='cuda')\n    return x[idx]\n",
+        "import torch\ndef f(idx):\n    return torch.arange(5)[idx]\n",
+        "import torch\ndef f(values):\n    return torch.arange(3)[torch.argsort(torch.as_tensor(values))]\nprint(f([3, 1, 2]))\n",
         "import torch\ndevice = torch.device('cuda')\nx = torch.randn(5)\nidx = torch.arange(2, device=device)\ny = x[idx] * torch.ones(2, device=device)\n",
         (
             "import torch\nscores = torch.randn(5)\nif torch.cuda.is_available():\n    scores = scores.cuda()\nnames = torch.arange(5)\n"
@@ -101,21 +131,50 @@ class CrossDeviceIndex(Rule):
             "import torch\nx = torch.zeros(5, 3)\nidx = torch.arange(2).cuda()\nx[:, idx] += 1\n",
             "import torch\nx = torch.zeros(5, 3)\nidx = torch.arange(2).cuda()\nx[:, idx.cpu()] += 1\n",
         ),
+        # an index whose place is not shown: its host copy is right wherever it lives
+        Invalid(
+            "import torch\ndef ranked(scores):\n    return torch.arange(5)[torch.argsort(scores)]\n",
+            "import torch\ndef ranked(scores):\n    return torch.arange(5)[torch.argsort(scores).cpu()]\n",
+        ),
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, learn):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\n"
+            "        self.w = torch.ones(4)\n        if learn:\n            self.w = nn.Parameter(self.w)\n"
+            "    def forward(self, x):\n        t = torch.zeros(2, dtype=torch.long, device=x.device)\n        return self.fc(x) * self.w[t].to(x.device)\n",
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, learn):\n        super().__init__()\n        self.fc = nn.Linear(2, 2)\n"
+            "        self.w = torch.ones(4)\n        if learn:\n            self.w = nn.Parameter(self.w)\n"
+            "    def forward(self, x):\n        t = torch.zeros(2, dtype=torch.long, device=x.device)\n        return self.fc(x) * self.w[t.to(self.w.device)].to(x.device)\n",
+        ),
     ]
 
     def visit_Module(self, node: cst.Module) -> None:
         flow = analysis.flow_of(self)
         sinks = flow.sinks()
         # host values that meet a device elsewhere: other rules move them where they are made
-        met = {origin for sink in sinks if sink.kind in ("module-input", "operand") for origin in sink.origins}
+        met = {origin for sink in sinks if sink.kind in ("module-input", "operand", "relative") for origin in sink.origins}
         for sink in sinks:
-            if sink.kind != "index" or met.intersection(sink.origins) or runs_only_without_cuda(self, flow, sink.node):
+            if sink.kind not in SINK_KINDS or met.intersection(sink.origins) or runs_only_without_cuda(self, flow, sink.node):
                 continue
             # sink.other: the index on a device (a second one, if any, is the next round's finding)
             index = sink.other
             start, end = flow.span(index)
+            move, message = ".cpu()", None
+            if sink.kind == "index-relative":
+                message = RELATIVE_MESSAGE
+                if flow.value(sink.value).placements != {HOST}:  # a module's attribute on the host on some path
+                    if not _plain_chain(sink.value):
+                        self.report_at(*flow.span(sink.node), message)
+                        continue
+                    move = f".to({flow.text[slice(*flow.span(sink.value))]}.device)"
             if isinstance(index, ATOMS):
-                edits = [self.insert(end, ".cpu()")]
+                edits = [self.insert(end, move)]
             else:
-                edits = [self.insert(start, "("), self.insert(end, ").cpu()")]
-            self.report_at(*flow.span(sink.node), fix=edits, fix_message="Move the index to the host: `.cpu()`")
+                edits = [self.insert(start, "("), self.insert(end, ")" + move)]
+            what = "to the host" if move == ".cpu()" else "to the indexed tensor's device"
+            self.report_at(*flow.span(sink.node), message, fix=edits, fix_message=f"Move the index {what}: `{move[1:]}`")
+
+
+def _plain_chain(node: ast.AST) -> bool:
+    """``table`` or ``self.table``: names and attributes only."""
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name

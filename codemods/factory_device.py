@@ -37,6 +37,8 @@ CROSS_DEVICE_METHODS = frozenset({"copy_"})
 # namespace is conventionally named `xp` (array_api_compat, SciPy, scikit-learn).
 ARRAY_API_FACTORIES = frozenset({"asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "eye"})
 ARRAY_NAMESPACE = "xp"
+# Constants a namespace holds (`xp.pi`, `math.tau`): a factory scaled by them is the same array.
+CONSTANTS = frozenset({"pi", "e", "tau", "inf", "nan"})
 
 
 class FactoryDevice(Rule):
@@ -66,15 +68,22 @@ class FactoryDevice(Rule):
     `x.permute(...)`; or passed first to a `torch` operation, as in
     `torch.cat([x, ...])`), the factory gets `device=x.device`: the device
     of the tensor it meets, right wherever that tensor lives (on the CPU it
-    changes nothing). This holds in files that meet devices: a library (a
-    module of a package, a file other files of the run import, a file that
-    only defines things) or code that names or moves to a device.
+    changes nothing). So does a factory made inside the expression that meets
+    a local tensor (`x[torch.isin(x[:, 0], torch.tensor(ids))]`, `x` made
+    by torch): `x` holds that tensor there however often it is bound. This
+    holds in files that meet devices: a library (a module of a package, a
+    file other files of the run import, a file that only defines things) or
+    code that names or moves to a device. The flow follows a lambda bound in
+    the function into its calls there (`dot = lambda g: (grid * g).sum()`),
+    and data from a list or comprehension is on the host (`torch.tensor(ids)`).
 
     Anywhere: a factory passed to a call beside factories of the same
     namespace that all name one device (`f(torch.tensor([i]),
-    torch.arange(n, device=dev))`) gets that device. Array API code counts
-    too: creation functions of a namespace named `xp`, as the standard names
-    it (`self.xp.asarray([i])` beside `self.xp.arange(n, device=self.dev)`).
+    torch.arange(n, device=dev))`) gets that device, also when it is scaled
+    by numbers on the way (`phis=(2 * xp.pi / 12) * xp.asarray([...])`). Array
+    API code counts too: creation functions of a namespace named `xp`, as the
+    standard names it (`self.xp.asarray([i])` beside
+    `self.xp.arange(n, device=self.dev)`).
 
     ## Why is this bad?
     A factory without `device=` allocates on the CPU. Once the model runs on a
@@ -109,7 +118,9 @@ class FactoryDevice(Rule):
     the other side lives is not known on every path (both move under the same
     `if args.cuda:`, a function's parameter nothing shows is a tensor: `x + 1`,
     `x.view(...)`, `x.reshape(...)`, `x.T`, `x.shape` and `x.device` work on
-    NumPy arrays too); in a script that runs on the CPU only (it names no
+    NumPy arrays too; a local name bound again between the factory and the
+    meeting; a sibling scaled by anything but numbers; a lambda passed to
+    another function); in a script that runs on the CPU only (it names no
     device, moves nothing, and no other file imports it). When it meets a
     device but no device is in reach to name, the site is reported without a
     fix.
@@ -131,11 +142,14 @@ class FactoryDevice(Rule):
         tensor on the module's device (names as written, as the trigger reads them)."""
         if not DEVICE_CODE.search(screening.text):
             # only `def` matched the trigger: nothing names a device, so a
-            # relative sink is all there may be; it needs a tensor parameter
-            # and a file that meets devices, which cost a walk, not a run
+            # relative sink is all there may be; it needs a tensor shown by a
+            # parameter's or a local's uses (or made by torch and met where the
+            # factory is made) and a file that meets devices: walks, not runs
             flow = analysis.flow_for(screening)
-            scopes = flow.index.scopes.values()
-            return flow.meets_devices() and any(scope.kind == "function" and flow.evidenced_tensors(scope) for scope in scopes) and analysis.has_sink(screening, "relative")
+            scopes = [scope for scope in flow.index.scopes.values() if scope.kind == "function"]
+            if not flow.meets_devices() or not any(flow.evidenced_tensors(scope) or flow.evidenced_locals(scope) or _meets_inside(scope.node) for scope in scopes):
+                return False
+            return analysis.has_sink(screening, "relative")
         if analysis.has_sink(screening, *SINK_KINDS):
             return True
         flow = analysis.flow_for(screening)
@@ -144,7 +158,9 @@ class FactoryDevice(Rule):
         if len(bare) < len(factories):  # a factory is given device=: is a bare one beside it?
             parents = analysis.ast_parents(flow)
             for call in bare:
-                outer = parents.get(call)
+                inner, outer = call, parents.get(call)
+                while _ast_scaled(outer, inner):
+                    inner, outer = outer, parents.get(outer)
                 outer = parents.get(outer) if type(outer) in (ast.keyword, ast.Starred) else outer
                 if type(outer) is ast.Call and any(type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in analysis.call_arguments(outer)):
                     return True
@@ -172,6 +188,8 @@ class FactoryDevice(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def reset(self, x):\n        x.copy_(torch.zeros(3))\n",
         "import torch\ndef f(g, n, a, b):\n    return g(torch.tensor([n]), torch.zeros(n, device=a), torch.ones(n, device=b))\n",
         "def f(g, xp, n):\n    return g(xp.asarray([n]), xp.arange(n))\n",
+        "def f(g, xp, dev, w):\n    return g(a=xp.asarray([0.0], device=dev), b=w * xp.asarray([1.0]))\n",
+        "import torch\ndef f(h):\n    e = torch.eye(3)\n    c = torch.as_tensor(h)\n    c = c / 2\n    return c + e\n",
     ]
     INVALID = [
         Invalid(
@@ -185,6 +203,18 @@ class FactoryDevice(Rule):
         Invalid(
             "def ends(self, b):\n    return self.scanner.get(self.xp.asarray([b]), self.xp.arange(4, device=self.dev))\n",
             "def ends(self, b):\n    return self.scanner.get(self.xp.asarray([b], device=self.dev), self.xp.arange(4, device=self.dev))\n",
+        ),
+        Invalid(
+            "def f(g, xp, dev):\n    return g(a=xp.asarray([0.0], device=dev), b=(2 * xp.pi / 12) * xp.asarray([1.0]))\n",
+            "def f(g, xp, dev):\n    return g(a=xp.asarray([0.0], device=dev), b=(2 * xp.pi / 12) * xp.asarray([1.0], device=dev))\n",
+        ),
+        Invalid(
+            "import torch\ndef keep(rows, ids):\n    x = torch.as_tensor(rows)\n    x = x.float()\n    return torch.isin(x[:, -1], torch.tensor([int(i) for i in ids]))\n",
+            "import torch\ndef keep(rows, ids):\n    x = torch.as_tensor(rows)\n    x = x.float()\n    return torch.isin(x[:, -1], torch.tensor([int(i) for i in ids], device=x.device))\n",
+        ),
+        Invalid(
+            "import torch\ndef f(x, device):\n    x = x.to(device)\n    ramp = torch.linspace(0, 1, 4)\n    weigh = lambda t: t * ramp\n    return weigh(x)\n",
+            "import torch\ndef f(x, device):\n    x = x.to(device)\n    ramp = torch.linspace(0, 1, 4, device=device)\n    weigh = lambda t: t * ramp\n    return weigh(x)\n",
         ),
         Invalid(
             "import torch\ndef f(g, n, dev):\n    return g(torch.tensor([n]), torch.arange(n, device=dev))\n",
@@ -242,6 +272,8 @@ class FactoryDevice(Rule):
                 done.add(id(call))
                 statement = facts.statement_of(call)
                 device = self._bound_device(facts, statement, sink.device)
+                if device is None and sink.kind == "relative" and _read_where_made(flow, sink, origin):
+                    device = sink.device
                 if sink.kind == "relative":
                     if device is not None:  # else the tensor it meets is not yet bound where it is made: silent
                         new_call = analysis.with_keyword_argument(call, "device", device)
@@ -286,8 +318,12 @@ class FactoryDevice(Rule):
         call are meant to be used together, and the code says where."""
         if analysis.keyword(node, "device") is not None:
             return None
-        arg = analysis.of(self).parent(node)
-        outer = analysis.of(self).parent(arg) if isinstance(arg, cst.Arg) else None
+        facts = analysis.of(self)
+        arg = facts.parent(node)
+        inner = node
+        while _scaled(arg, inner):  # `(2 * xp.pi / 12) * xp.asarray([...])`: scaled by numbers, the same array
+            inner, arg = arg, facts.parent(arg)
+        outer = facts.parent(arg) if isinstance(arg, cst.Arg) else None
         if not isinstance(outer, cst.Call):
             return None
         # syntax first: names are resolved only for calls beside a device= sibling
@@ -308,7 +344,9 @@ class FactoryDevice(Rule):
         sibling = self._sibling_device(node)
         if sibling is not None:
             statement = analysis.of(self).statement_of(node)
-            if self._bound_device(analysis.of(self), statement, sibling) is None:
+            # a sibling in the same call reads the names of a plain `dev` or
+            # `self.dev` there: bound where the factory runs, however bound
+            if not _name_chain_text(sibling) and self._bound_device(analysis.of(self), statement, sibling) is None:
                 self.report(node, "Tensor made on the CPU is passed beside tensors made on a device, and that device is not in reach for `device=`")
                 return
             new_call = analysis.with_keyword_argument(node, "device", sibling)
@@ -418,7 +456,9 @@ def _meets_device_tensor(flow: "FileFlow", placed: _Placed, expr: ast.expr, meth
             for operand in (parent.left, *parent.comparators):
                 if operand is not current and placed.on_device(operand):
                     return operand
-            return None
+            if len(parent.ops) != 1 or type(parent.ops[0]) in (ast.Is, ast.IsNot, ast.In, ast.NotIn):
+                return None
+            current = parent  # `torch.triu(torch.ones(n, n)) == 1`: a fresh mask
         elif kind in (ast.List, ast.Tuple):
             if type(parents.get(parent)) is ast.Subscript and parents[parent].slice is parent:
                 return None  # x[a, b]: indices
@@ -487,6 +527,94 @@ def _uses_after(name: str, assign: ast.Assign, method: ast.FunctionDef) -> list[
         stack.extend(ast.iter_child_nodes(node))
     stop = min(rebinds, default=(method.end_lineno, method.end_col_offset))
     return sorted((node for node in names if start < (node.lineno, node.col_offset) < stop), key=lambda n: (n.lineno, n.col_offset))
+
+
+def _scaled(parent: cst.CSTNode | None, child: cst.CSTNode) -> bool:
+    """``parent`` is ``child`` under a sign, parentheses aside, or combined by
+    arithmetic with numbers and names' attributes (``2 * xp.pi / 12``), never
+    with a call or another array."""
+    if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, (cst.Minus, cst.Plus)):
+        return True
+    if not isinstance(parent, cst.BinaryOperation) or not isinstance(parent.operator, (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)):
+        return False
+    other = parent.right if parent.left is child else parent.left
+    return _numberish(other)
+
+
+def _ast_scaled(parent: ast.AST | None, child: ast.AST) -> bool:
+    """``_scaled`` on CPython's tree, for the screen."""
+    if type(parent) is ast.UnaryOp and type(parent.op) in (ast.USub, ast.UAdd):
+        return True
+    if type(parent) is not ast.BinOp or type(parent.op) not in (ast.Mult, ast.Div, ast.Add, ast.Sub):
+        return False
+    other = parent.right if parent.left is child else parent.left
+    return _ast_numberish(other)
+
+
+def _ast_numberish(node: ast.AST) -> bool:
+    """``_numberish`` on CPython's tree."""
+    kind = type(node)
+    if kind is ast.Constant:
+        return type(node.value) in (int, float)
+    if kind is ast.Attribute:
+        return node.attr in CONSTANTS and type(node.value) in (ast.Name, ast.Attribute)
+    if kind is ast.UnaryOp:
+        return _ast_numberish(node.operand)
+    if kind is ast.BinOp:
+        return _ast_numberish(node.left) and _ast_numberish(node.right)
+    return False
+
+
+def _numberish(node: cst.CSTNode) -> bool:
+    """A number, or arithmetic of numbers and constants such as ``xp.pi``."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.Attribute):
+        return node.attr.value in CONSTANTS and analysis.is_name_chain(node)
+    if isinstance(node, cst.UnaryOperation):
+        return _numberish(node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        return _numberish(node.left) and _numberish(node.right)
+    return False
+
+
+def _meets_inside(function: ast.AST) -> bool:
+    """A torch factory written inside the arguments of a call or an operation
+    with a name beside it (``torch.isin(x[:, 0], torch.tensor(ids))``): what a
+    relative sink from a local tensor needs, by the syntax alone."""
+    for node in ast.walk(function):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in SHORT_NAMES:
+            continue
+        inner = node.args if type(node) is ast.Call else (node.left, node.right) if type(node) is ast.BinOp else ()
+        if any(type(a) is ast.Call and type(a.func) is ast.Attribute and a.func.attr in SHORT_NAMES for a in inner) and any(type(a) in (ast.Name, ast.Subscript) for a in inner):
+            return True
+    return False
+
+
+def _name_chain_text(text: str) -> bool:
+    """``dev``, ``self.dev``: names and attributes, nothing evaluated twice."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    while type(node) is ast.Attribute:
+        node = node.value
+    return type(node) is ast.Name
+
+
+def _read_where_made(flow: "FileFlow", sink, origin: ast.AST) -> bool:
+    """The factory is made inside the expression that meets the tensor whose
+    device the fix names (``x[torch.isin(x[:, 0], torch.tensor(ids))]``), and
+    that expression reads the tensor's name: it is bound there, whatever
+    other bindings of it the function has."""
+    other = sink.other
+    while type(other) is ast.Subscript:
+        other = other.value
+    if type(other) is not ast.Name or sink.device != f"{other.id}.device":
+        return False
+    start, end = flow.span(sink.node)
+    origin_start, origin_end = flow.span(origin)
+    return start <= origin_start and origin_end <= end
 
 
 def _draws(call: cst.Call) -> bool:

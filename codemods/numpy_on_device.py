@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import libcst as cst
 
@@ -13,6 +14,13 @@ from fixdev.analysis.flow import FOLLOWS_MODULE, What, ast_walk
 
 # Expressions a `.cpu()` can follow without parentheses.
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
+# Sinks this rule fixes: a value that may live on a device read as an array,
+# and a tensor whose place is not shown ("numpy-relative": `.cpu()` is right
+# wherever it lives).
+SINK_KINDS = ("numpy", "numpy-relative")
+# What code that names or moves to a device holds.
+DEVICE_CODE = re.compile(r"\.(?:to|cuda)\s*\(|device")
+RELATIVE_MESSAGE = "Tensor that may live on a device (the code does not show where) is read as a NumPy array; copy it to the host first"
 # Context managers and decorators under which no tensor records a gradient.
 NO_GRAD = frozenset({"no_grad", "inference_mode"})
 
@@ -21,10 +29,17 @@ class NumpyOnDevice(Rule):
     """
     ## What it does
     Finds `t.numpy()`, `np.array(t)` and `np.asarray(t)` (also
-    `np.asanyarray`, `np.copy`) where the device-flow analysis shows `t` may
-    live on a device: it was moved there (`.to(device)`, `.cuda()`, on some
-    path), made there (`device=`), or is the output or a parameter of a
-    model that was. It copies the tensor to the host first:
+    `np.asanyarray`, `np.copy`, and any other NumPy function given the tensor
+    first, which reads it as an array: `np.isnan(t)`, `np.where(a == b)`) where
+    the device-flow analysis shows `t` may live on a device: it was moved
+    there (`.to(device)`, `.cuda()`, on some path), made there (`device=`), or
+    is the output or a parameter of a model that was. Also where the code
+    shows `t` is a tensor but not where it lives (annotated `Tensor`, made by
+    a torch operation or a model from values the code does not place, a
+    parameter or local name used as only a tensor is: `x.size(0)`,
+    `x.unsqueeze(1)`, passed first to a torch operation), in a file that
+    meets devices (a library, or code that names or moves to one): the copy
+    is right wherever it lives. It copies the tensor to the host first:
     `t.cpu().numpy()`, `np.array(t.cpu())`; and `t.detach().cpu().numpy()`
     where `t` may require grad: it comes from a model (its output or a
     parameter), from a `requires_grad=True` factory or from something the
@@ -63,9 +78,14 @@ class NumpyOnDevice(Rule):
 
     ## When it stays silent
     When `t` is known to live on the host (a factory without `device=`, a
-    loader batch, `.cpu()`), and when where `t` lives is not known (a
-    function's parameter, a call into another file): most `.numpy()` calls
-    read host tensors. Also where the read runs only without CUDA (the
+    loader batch, `.cpu()`, on some path), and when the code does not show
+    `t` is a tensor: a parameter or attribute whose only sign is this read
+    (`def f(t): return t.numpy()`: it may be any array-like), one used only
+    with methods NumPy arrays share (`x.reshape`, `x.view`, `x.T`, `x.max()`),
+    one whose kind the code tests (`isinstance(x, torch.Tensor)`: the other
+    branch reads lists), a call into another file. Also in a script that runs
+    on the CPU only (it names no device, moves nothing, and no other file
+    imports it), where the read runs only without CUDA (the
     `else` of `if torch.cuda.is_available():` or of `if args.cuda:`, the body
     of `if not ...`, `t.numpy() if not train_on_gpu else ...`), where the
     code already copies the value back wherever CUDA is in use (`if
@@ -80,12 +100,16 @@ class NumpyOnDevice(Rule):
     group = "mismatch"
     message = "Tensor that may live on a device is read as a NumPy array; copy it to the host first"
     # Fast ones first. Every read is `.numpy()` or a function of numpy, which
-    # the file imports by name (names from other star imports are not known).
-    trigger = ("numpy", r"\.(?:to|cuda)\s*\(|device", r"\.numpy\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(")
+    # the file imports by name (names from other star imports are not known);
+    # the file moves tensors or names a device, or defines functions or
+    # classes (a library, whose callers choose devices: "numpy-relative").
+    trigger = ("numpy", r"\.(?:to|cuda)\b|device|\bdef\b|\bclass\b", r"\.numpy\s*\(|\b(?:np|numpy)\.\w+\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(")
 
     @classmethod
     def screen(cls, screening) -> bool:
-        return analysis.has_sink(screening, "numpy")
+        if not DEVICE_CODE.search(screening.text) and not analysis.flow_for(screening).meets_devices():
+            return False  # a script on the CPU only: no device to read from
+        return analysis.has_sink(screening, *SINK_KINDS)
 
     VALID = [
         "import torch\nx = torch.randn(3)\na = x.numpy()\n",
@@ -93,6 +117,9 @@ class NumpyOnDevice(Rule):
         "import torch\nx = torch.randn(3, device='cuda')\na = x.cpu().numpy()\n",
         "import torch\nfrom torch.utils.data import DataLoader\nfor x, y in DataLoader(ds):\n    a = x.numpy()\n",
         "import torch\nx = torch.randn(3).cuda()\na = x.numpy(force=True)\n",
+        # shown a tensor by nothing but the read, or by methods NumPy arrays share
+        "import numpy as np, torch\ndef f(x):\n    return np.histogram(x.reshape(-1))\n",
+        "import numpy as np, torch\ndef f(x):\n    if isinstance(x, torch.Tensor):\n        x.unsqueeze(0)\n    return np.asarray(x)\n",
         (
             "import torch\nx = torch.randn(3)\nif torch.cuda.is_available():\n    x = x.cuda()\ny = x * 2\n"
             "if torch.cuda.is_available():\n    a = y.cpu().numpy()\nelse:\n    a = y.numpy()\n"
@@ -116,12 +143,21 @@ class NumpyOnDevice(Rule):
             "import numpy as np, torch\nx = torch.randn(3, device='cuda')\na = np.asarray((x + 1).cpu())\n",
         ),
         Invalid("import numpy as np, torch\nx = torch.randn(3, device='cuda')\na = np.array([x, x])\n", None),
+        # a tensor whose place the code does not show: .cpu() is right wherever it lives
+        Invalid(
+            "import torch\ndef features(z: torch.Tensor):\n    return z.detach().numpy()\n",
+            "import torch\ndef features(z: torch.Tensor):\n    return z.detach().cpu().numpy()\n",
+        ),
+        Invalid(
+            "import numpy as np, torch\ndef has_nan(scores):\n    return np.isnan(torch.softmax(scores, -1).max())\n",
+            "import numpy as np, torch\ndef has_nan(scores):\n    return np.isnan(torch.softmax(scores, -1).max().cpu())\n",
+        ),
     ]
 
     def visit_Module(self, node: cst.Module) -> None:
         flow = analysis.flow_of(self)
         for sink in flow.sinks():
-            if sink.kind != "numpy":
+            if sink.kind not in SINK_KINDS:
                 continue
             call = sink.node
             if any(keyword.arg == "force" for keyword in call.keywords):
@@ -133,6 +169,7 @@ class NumpyOnDevice(Rule):
             if flow.what(value) is not What.TENSOR:
                 self.report_at(start, end, "Value that may hold tensors on a device is read as a NumPy array; copy them to the host first")
                 continue
+            message = RELATIVE_MESSAGE if sink.kind == "numpy-relative" else None
             move = ".detach().cpu()" if _may_require_grad(flow, sink) else ".cpu()"
             if call.args and call.args[0] is value:  # np.array(t)
                 value_start, value_end = flow.span(value)
@@ -143,10 +180,10 @@ class NumpyOnDevice(Rule):
             else:  # t.numpy(): the move goes before the dot
                 dot = _dot_before(flow.text, flow.span(call.func)[1] - len(call.func.attr))
                 if dot is None:
-                    self.report_at(start, end)
+                    self.report_at(start, end, message)
                     continue
                 edits = [self.insert(dot, move)]
-            self.report_at(start, end, fix=edits, fix_message=f"Copy to the host first: `{move[1:]}`")
+            self.report_at(start, end, message, fix=edits, fix_message=f"Copy to the host first: `{move[1:]}`")
 
 
 def runs_only_without_cuda(rule: Rule, flow, node: ast.AST) -> bool:

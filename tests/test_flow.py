@@ -934,8 +934,13 @@ SINKS += [
         "class P:\n    def cov(self):\n        c = torch.einsum('ik,kl->il', self.h, self.p)\n        return c + torch.eye(3)\n",
         ["relative torch.eye(3) from torch.eye(3) -> c.device"],
     ),
-    # bound twice, or by a method NumPy shares: no such name
-    ("class P:\n    def cov(self):\n        c = torch.einsum('ik,kl->il', self.h, self.p)\n        c = c.mean()\n        return c + torch.eye(3)\n", []),
+    # bound twice: named where the factory is made in the expression that reads c ...
+    (
+        "class P:\n    def cov(self):\n        c = torch.einsum('ik,kl->il', self.h, self.p)\n        c = c.mean()\n        return c + torch.eye(3)\n",
+        ["relative torch.eye(3) from torch.eye(3) -> c.device"],
+    ),
+    # ... not where it is made before (c may hold another tensor there); by a method NumPy shares: no such name
+    ("class P:\n    def cov(self):\n        e = torch.eye(3)\n        c = torch.einsum('ik,kl->il', self.h, self.p)\n        c = c.mean()\n        return c + e\n", []),
     ("class P:\n    def cov(self):\n        c = self.h.reshape(3)\n        return c + torch.eye(3)\n", []),
     # a script run on the CPU only: nothing moves, nothing names a device
     ("def f(x):\n    return x.unsqueeze(0) * torch.ones(3)\nprint(f(load()))\n", []),

@@ -7,7 +7,8 @@ from fixdev.analysis.flow.index import FUNCTION_DEFS
 from fixdev.analysis.flow.lattice import MAX_INLINE_DEPTH
 from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, FOLLOWS_MODULE, HOST, Instance, MOVES_INPUTS, NOTHING, NO_PLACES, PARAM_FREE, PENDING, Parts, SCALAR_VALUE, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, container_value, host_loader, join_all, kinds_of, spread_inputs, join
 from fixdev.analysis.flow.syntax import chain_of, is_constant_number, root_of
-from fixdev.analysis.flow.vocabulary import COMBINING_METHODS, DATA_LOADERS, DEVICE_OBJECT, DTYPES, ENCODING, TOKENIZER_TENSOR_METHODS, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
+from fixdev.analysis.flow.lattice import position_of
+from fixdev.analysis.flow.vocabulary import TENSOR_ONLY_METHODS, COMBINING_METHODS, DATA_LOADERS, DEVICE_OBJECT, DTYPES, ENCODING, TOKENIZER_TENSOR_METHODS, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NUMPY_ARRAY_READERS, NUMPY_NOT_READING, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
 from fixdev.analysis.flow import expressions, sinks
 
 
@@ -68,6 +69,8 @@ def _call(run, node: ast.Call, state: dict) -> Value:
     ref = callee.ref
     if type(ref) is str:
         return call_named(run, ref, node, state)
+    if type(ref) is ast.Lambda:
+        return call_lambda(run, ref, node, state)
     if type(ref) in FUNCTION_DEFS:
         return call_function(run, ref, node, state, None)
     if type(ref) is ast.ClassDef:
@@ -79,6 +82,33 @@ def _call(run, node: ast.Call, state: dict) -> Value:
     return UNKNOWN_VALUE
 
 
+def call_lambda(run, lam: ast.Lambda, node: ast.Call, state: dict) -> Value:
+    """``f(a, b)`` of ``f = lambda x, y: ...`` bound in this scope: its body,
+    with its parameters bound to the arguments, reading the other names as
+    they are where the call runs (a closure reads them then)."""
+    positional, keywords = run.arguments(node, state)
+    args = lam.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args)]
+    if lam in run.lambdas or any(type(a) is ast.Starred for a in node.args) or None in keywords or len(positional) > len(names) and args.vararg is None:
+        return UNKNOWN_VALUE
+    if run.index.scope_at(position_of(lam)).node is not run.scope.node:
+        return UNKNOWN_VALUE  # made in another scope: its names are not this run's
+    inner = run.copy(state)
+    defaults = dict(zip(names[len(names) - len(args.defaults):], args.defaults))
+    for i, name in enumerate(names):
+        inner[name] = positional[i] if i < len(positional) else keywords.get(name) or (run.ev(defaults[name], state) if name in defaults else UNKNOWN_VALUE)
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        inner[arg.arg] = keywords.get(arg.arg) or (run.ev(default, state) if default is not None else UNKNOWN_VALUE)
+    for arg in (args.vararg, args.kwarg):
+        if arg is not None:
+            inner[arg.arg] = UNKNOWN_VALUE
+    run.lambdas.add(lam)
+    try:
+        return run.ev(lam.body, inner)
+    finally:
+        run.lambdas.discard(lam)
+
+
 def call_named(run, name: str, node: ast.Call, state: dict) -> Value:
     positional, keywords = run.arguments(node, state)
     first = positional[0] if positional else None
@@ -87,9 +117,11 @@ def call_named(run, name: str, node: ast.Call, state: dict) -> Value:
     if name.startswith("builtins."):
         return builtin_call(run, name[9:], node, positional, keywords, state)
     if name.startswith("numpy."):
-        if name in ("numpy.array", "numpy.asarray", "numpy.asanyarray", "numpy.copy") and first is not None:
-            if first.what in TENSORISH and kinds_of(first)[1]:
-                sinks.sink(run, "numpy", node, node.args[0], first, None, None, state)
+        if first is not None and node.args and type(node.args[0]) is not ast.Starred and run.record:
+            if name in NUMPY_ARRAY_READERS:  # np.array([a, b]) too: a container reported without a fix
+                sinks.numpy_read(run, node, node.args[0], first, state)
+            elif name.count(".") == 1 and name[6:] not in NUMPY_NOT_READING:  # np.isnan(t), np.where(t > 0)
+                sinks.numpy_read(run, node, node.args[0], first, state, (What.TENSOR,))
         return ARRAY_VALUE
     if name in DATA_LOADERS:
         return loader(run, node, positional, keywords)
@@ -222,7 +254,9 @@ def factory(run, name: str, node: ast.Call, first: Value | None, keywords: dict)
             return Value(What.TENSOR, first.places)
         if first.what is What.UNKNOWN:
             literal = type(node.args[0]) in (ast.List, ast.Tuple) and all(v.what is What.SCALAR for _, v in (first.parts.items if isinstance(first.parts, Parts) else ()))
-            if not literal:
+            # a list, tuple or comprehension (not a tensor): its numbers are copied to the host
+            listed = isinstance(first.parts, Parts) and first.ref is None
+            if not literal and not listed:
                 return Value(What.TENSOR, UNKNOWN_PLACES)
     return Value(What.TENSOR, frozenset({(HOST, node)}), flags=zero_dim)
 
@@ -433,7 +467,8 @@ def method(run, receiver: Value, name: str, receiver_node: ast.AST, node: ast.Ca
             moved = move_target(run, receiver, name, node, positional, keywords)
             return Value(What.UNKNOWN, moved) if moved is not None else UNKNOWN_VALUE
         if name in TENSOR_METHODS and name not in MODULE_SELF_METHODS and name not in ("cpu", "type"):
-            return Value(What.TENSOR, UNKNOWN_PLACES)
+            # a method NumPy arrays share (`x.max()`, `x.transpose(1, 0)`) shows nothing of what x is
+            return Value(What.TENSOR, UNKNOWN_PLACES) if name in TENSOR_ONLY_METHODS else UNKNOWN_VALUE
         if name in NON_TENSOR_RESULTS:
             return SCALAR_VALUE
         forget_modules(run, positional, keywords, state)
@@ -566,8 +601,8 @@ def tensor_method(run, tensor: Value, name: str, receiver_node: ast.AST, node: a
     if name == "type":
         return retyped(run, tensor, node, positional, keywords)
     if name == "numpy":
-        if kinds_of(tensor)[1]:
-            sinks.sink(run, "numpy", node, receiver_node, tensor, None, None, state)
+        if run.record:
+            sinks.numpy_read(run, node, receiver_node, tensor, state)
         return ARRAY_VALUE
     if name in NON_TENSOR_RESULTS:
         return SCALAR_VALUE
@@ -585,7 +620,9 @@ def tensor_method(run, tensor: Value, name: str, receiver_node: ast.AST, node: a
     if name in ("expand_as", "view_as", "reshape_as", "copy_", "resize_as_"):
         return Value(what, tensor.places, flags=tensor.flags & ZERO_DIM if name == "copy_" else 0)
     if name in TENSOR_METHODS or name.endswith("_"):
-        return Value(What.TENSOR, tensor.places, flags=tensor.flags & ZERO_DIM if name in ("float", "double", "half", "long", "int", "bool", "detach", "clone", "contiguous", "abs", "neg", "sqrt", "exp", "log") else 0)
+        # what an unknown value gives through a method NumPy arrays share (`x.reshape(-1)`) is as unknown
+        shown = What.TENSOR if what is What.TENSOR or name in TENSOR_ONLY_METHODS or name.endswith("_") else What.UNKNOWN
+        return Value(shown, tensor.places, flags=tensor.flags & ZERO_DIM if name in ("float", "double", "half", "long", "int", "bool", "detach", "clone", "contiguous", "abs", "neg", "sqrt", "exp", "log") else 0)
     return Value(What.UNKNOWN, tensor.places) if tensor.what is What.TENSOR else UNKNOWN_VALUE
 
 

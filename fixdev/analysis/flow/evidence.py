@@ -25,29 +25,43 @@ from fixdev.analysis.flow.vocabulary import (
     is_torch_module_class,
 )
 
+# Methods that read a tensor as something else, which show it is one only
+# where the read itself is not the question (FDV108 asks about `.numpy()`).
+ARRAY_READS = frozenset({"numpy"})
+# torch.* that take a sequence of tensors first (`torch.cat(xs)`).
+SEQUENCE_FIRST = frozenset("cat concat concatenate stack hstack vstack dstack column_stack row_stack meshgrid broadcast_tensors block_diag cartesian_prod".split())
 # torch.* whose first argument need not be a tensor: they make one from data
 # or sizes, or take a number there (`torch.pow(2.0, t)`).
 _NOT_TENSOR_FIRST = TENSOR_FACTORIES | DATA_FACTORIES | LIKE_FACTORIES | NOT_OPERATIONS | NUMBER_FIRST_OPERATIONS
 
 
-def tensor_parameters(flow, scope) -> frozenset:
-    """The parameters of a function that its code shows are tensors, whatever
-    their caller passes: it calls a method only tensors have on them (not one
-    NumPy arrays or modules share: ``x.size(0)``, ``x.dim()``, ``x.unsqueeze(1)``,
-    ``x.permute(...)``, not ``x.view``/``x.reshape``/``x.T``/``x.shape``), reads an
-    attribute only tensors have (``x.is_cuda``), or passes them (or a slice of
-    them, ``x[:, :-1]``) first to a ``torch`` operation, which rejects anything
-    but a tensor there (``torch.cat([x, y])``, ``torch.unsqueeze(x, 1)``,
+def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset]:
+    """What a function's code shows are tensors, whatever its callers pass:
+    (its parameters, those shown so by more than a read as an array
+    (``x.numpy()``), its local names bound once and shown so by more than a
+    read). A parameter is a tensor when the code calls a method only
+    tensors have on it (not one NumPy arrays or modules share: ``x.size(0)``,
+    ``x.dim()``, ``x.unsqueeze(1)``, ``x.permute(...)``, not
+    ``x.view``/``x.reshape``/``x.T``/``x.shape``), reads an attribute only
+    tensors have (``x.is_cuda``), or passes it (or a slice of it,
+    ``x[:, :-1]``) first to a ``torch`` operation, which rejects anything but a
+    tensor there (``torch.cat([x, y])``, ``torch.unsqueeze(x, 1)``,
     ``F.relu(x)``). Only uses before the function first binds the name again
-    count: a later one may be of the new value (``x = torch.as_tensor(x)``)."""
+    count: a later one may be of the new value (``x = torch.as_tensor(x)``).
+    A local name bound once counts wherever the function's own code uses it so.
+    A name the function tests the kind of (``isinstance(x, torch.Tensor)``,
+    ``torch.is_tensor(x)``) is shown nothing by its uses: it may be a tensor
+    in one branch and a list or a number in another."""
     function = scope.node
     args = function.args
     names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {scope.self_name}
-    if not names:
-        return frozenset()
     first_use: dict[str, tuple] = {}
+    first_strict: dict[str, tuple] = {}
     first_store: dict[str, tuple] = {}
     assigned: set[int] = set()  # names an assignment binds: after its value is read (x = torch.cat((x, y)))
+    used_locals: set[str] = set()
+    tested: set[str] = set()  # isinstance(x, ...): the code takes x for more than a tensor
+    counts = scope.counts
     for node in ast_walk(function):
         kind = type(node)
         if kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
@@ -63,26 +77,48 @@ def tensor_parameters(flow, scope) -> frozenset:
             if node.id in names and type(node.ctx) is not ast.Load and id(node) not in assigned:
                 _earliest(first_store, node.id, node)
             continue
-        for used in _tensor_uses(flow, node, scope):
-            if type(used) is ast.Name and used.id in names:
+        if type(node) is ast.Call and node.args and type(node.args[0]) is ast.Name and _tests_kind(node.func):
+            tested.add(node.args[0].id)
+        for used, read in _tensor_uses(flow, node, scope):
+            if type(used) is not ast.Name:
+                continue
+            if used.id in names:
                 _earliest(first_use, used.id, used)
-    return frozenset(name for name, at in first_use.items() if at < first_store.get(name, (1 << 30, 0)))
+                if not read:
+                    _earliest(first_strict, used.id, used)
+            elif not read and counts.get(used.id) == 1 and used.id not in scope.declared:
+                if flow.index.scope_at((used.lineno, used.col_offset)) is scope:  # not a nested function's name
+                    used_locals.add(used.id)
+    never = (1 << 30, 0)
+    params = frozenset(name for name, at in first_use.items() if at < first_store.get(name, never) and name not in tested)
+    strict = frozenset(name for name, at in first_strict.items() if at < first_store.get(name, never) and name not in tested)
+    return params, strict, frozenset(used_locals - tested)
 
 
-def tensor_attributes(flow, cls: ast.ClassDef) -> frozenset:
+def _tests_kind(func: ast.AST) -> bool:
+    """``isinstance``, ``type``, ``hasattr``, ``torch.is_tensor``: a test of what a value is."""
+    name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else None
+    return name in ("isinstance", "type", "hasattr", "is_tensor")
+
+
+def tensor_attributes(flow, cls: ast.ClassDef) -> tuple[frozenset, frozenset]:
     """The attributes ``self.X`` some method of ``cls`` shows are tensors, as
-    ``tensor_parameters`` reads them (``self.A.size(1)``, ``torch.cat([self.buf, x])``)."""
+    ``tensor_parameters`` reads them (``self.A.size(1)``, ``torch.cat([self.buf, x])``):
+    (all of them, those shown so by more than a read as an array)."""
     info = flow.index.classes.get(cls)
     found = set()
+    strict = set()
     for method in info.methods.values() if info is not None else ():
         scope = flow.index.scopes[method]
         if not scope.self_name:
             continue
         for node in ast_walk(method):
-            for used in _tensor_uses(flow, node, scope):
+            for used, read in _tensor_uses(flow, node, scope):
                 if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
                     found.add(used.attr)
-    return frozenset(found)
+                    if not read:
+                        strict.add(used.attr)
+    return frozenset(found), frozenset(strict)
 
 
 def shows_tensor(flow, scope, roots: list, name: str) -> bool:
@@ -91,7 +127,7 @@ def shows_tensor(flow, scope, roots: list, name: str) -> bool:
     tensor, not a list or dict of them."""
     for root in roots:
         for node in ast_walk(root):
-            for used in _tensor_uses(flow, node, scope):
+            for used, _read in _tensor_uses(flow, node, scope):
                 if type(used) is ast.Name and used.id == name:
                     return True
     return False
@@ -170,25 +206,32 @@ def _parameter_names(function: ast.AST) -> set:
 
 
 def _tensor_uses(flow, node: ast.AST, scope) -> list:
-    """The expressions ``node`` shows are tensors: the receiver of a method
-    or attribute only tensors have, the first arguments of a torch operation."""
+    """The expressions ``node`` shows are tensors, each with whether it is
+    only read as an array there (``x.numpy()``): the receiver of a method or
+    attribute only tensors have, the first arguments of a torch operation
+    (the elements of a list or tuple written there, for those that take a
+    sequence: ``torch.cat(xs)`` shows nothing of ``xs``)."""
     kind = type(node)
     if kind is ast.Attribute:
-        return [node.value] if node.attr in TENSOR_ONLY_ATTRIBUTES else []
+        return [(node.value, False)] if node.attr in TENSOR_ONLY_ATTRIBUTES else []
     if kind is not ast.Call:
         return []
     func = node.func
     # `torch.exp(x)` gives `torch` here, which is no parameter or attribute
-    found = [func.value] if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS else []
+    found = [(func.value, func.attr in ARRAY_READS)] if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS else []
     if node.args and type(func) in (ast.Name, ast.Attribute):
         first = node.args[0]
         if type(first) is ast.Constant and type(first.value) is str:
             firsts = node.args[1:]  # torch.einsum("ij,jk->ik", a, b): the operands follow the equation
+        elif type(first) in (ast.List, ast.Tuple):
+            firsts = first.elts
+        elif type(func) is ast.Attribute and func.attr in SEQUENCE_FIRST:
+            firsts = ()
         else:
-            firsts = first.elts if type(first) in (ast.List, ast.Tuple) else (first,)
+            firsts = (first,)
         used = [e for e in map(_unsliced, firsts) if e is not None]
         if used and _takes_tensors(flow, func, scope):
-            found += used
+            found += [(e, False) for e in used]
     return found
 
 
@@ -235,23 +278,32 @@ def torch_results(flow, scope) -> frozenset:
     return frozenset(found)
 
 
-def relative_device(run, host: Value, other: Value, state: dict, other_node: ast.AST | None = None) -> str | None:
+def relative_device(run, host: Value, other: Value, state: dict, other_node: ast.AST | None = None, node: ast.AST | None = None) -> str | None:
     """For a host tensor (a factory's, say) meeting ``other``, a tensor whose
     place the code does not show: the text of ``other``'s device, valid where
     ``other`` is met (``x.device``), when ``other`` is wherever one
     parameter or ``self`` attribute is and that name still holds it here, or
-    is a local name bound once to a torch operation's result; and the file
-    meets devices. Else None."""
+    is a local name bound once to a torch operation's result, or is a local
+    name (or an index of one) holding a tensor where ``host`` is made inside
+    the expression ``node`` that meets it; and the file meets devices. Else
+    None."""
     if host.what is not What.TENSOR or host.flags & ZERO_DIM or other.what is not What.TENSOR:
         return None
     placements = {p for p, _ in other.places}
     if len(placements) != 1:
         return None
     placement = placements.pop()
-    if placement is UNKNOWN and type(other_node) is ast.Name and not any(p is UNKNOWN or type(p) is Device for p, _ in host.places):
+    if placement is UNKNOWN and not any(p is UNKNOWN or type(p) is Device for p, _ in host.places):
+        if not any(p is HOST for p, _ in host.places):
+            return None
         # `cov = torch.einsum(...)`, then `cov + torch.eye(n)`: right after cov is made (FDV102 checks)
-        if any(p is HOST for p, _ in host.places) and other_node.id in run.flow.torch_results(run.scope) and run.flow.meets_devices():
+        if type(other_node) is ast.Name and other_node.id in run.flow.torch_results(run.scope) and run.flow.meets_devices():
             return f"{other_node.id}.device"
+        # `x[torch.isin(x[:, -1], torch.tensor(ids))]`: the host tensor is made
+        # inside the expression that meets `x`, so `x` still holds that tensor there
+        name = _indexed_name(other_node)
+        if name is not None and _made_within(host, node) and not _assigned_within(name, node) and run.flow.meets_devices():
+            return f"{name}.device"
         return None
     if type(placement) is not SameAs:
         return None
@@ -312,3 +364,26 @@ def _runs_something(statement: ast.stmt) -> bool:
     if kind is ast.Try:
         return any(_runs_something(s) for s in statement.body)
     return False
+
+
+def _indexed_name(node: ast.AST | None) -> str | None:
+    """``x`` of ``x`` or ``x[...]`` (an index of a tensor lives where it does)."""
+    while type(node) is ast.Subscript:
+        node = node.value
+    return node.id if type(node) is ast.Name else None
+
+
+def _made_within(host: Value, node: ast.AST | None) -> bool:
+    """Every place ``host`` is made is inside ``node``'s span."""
+    if node is None or not hasattr(node, "end_lineno"):
+        return False
+    start, end = (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)
+    origins = [o for p, o in host.places if p is HOST]
+    return bool(origins) and all(
+        hasattr(o, "end_lineno") and start <= (o.lineno, o.col_offset) and (o.end_lineno, o.end_col_offset) <= end for o in origins
+    )
+
+
+def _assigned_within(name: str, node: ast.AST) -> bool:
+    """``node`` binds ``name`` itself (``(x := ...)``, a comprehension's target)."""
+    return any(type(sub) is ast.Name and sub.id == name and type(sub.ctx) is not ast.Load for sub in ast_walk(node))

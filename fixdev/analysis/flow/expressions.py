@@ -171,9 +171,12 @@ def index_meets(run, container: Value, node: ast.Subscript, index_value: Value, 
     else:
         elements = [(index, index_value)]
     for element, value in elements:
-        if value is not None and value.what is What.TENSOR and not value.flags & ZERO_DIM and apart(container, value):
-            sinks.sink(run, "index", node, node.value, container, element, value, state)
-            return
+        if value is not None and value.what is What.TENSOR and not value.flags & ZERO_DIM:
+            if apart(container, value):
+                sinks.sink(run, "index", node, node.value, container, element, value, state)
+                return
+            if sinks.index_relative(run, container, node, element, value):
+                return
 
 
 def e_starred(run, node: ast.Starred, state: dict) -> Value:
@@ -280,7 +283,8 @@ def e_joinedstr(run, node: ast.AST, state: dict) -> Value:
 
 
 def e_lambda(run, node: ast.Lambda, state: dict) -> Value:
-    return UNKNOWN_VALUE
+    """A lambda: its body runs where a call of it is seen (``calls.call_lambda``)."""
+    return Value(What.UNKNOWN, UNKNOWN_PLACES, ref=node)
 
 
 def e_await(run, node: ast.AST, state: dict) -> Value:

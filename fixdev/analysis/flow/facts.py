@@ -558,19 +558,29 @@ class FileFlow:
         return Value(what, same)
 
 
-    def evidenced_tensors(self, scope: Scope) -> frozenset:
-        """The parameters the function's code shows are tensors (``evidence``)."""
-        key = ("tensor evidence", scope.node)
-        if key not in self.cache:
-            self.cache[key] = evidence.tensor_parameters(self, scope)
-        return self.cache[key]
+    def evidenced_tensors(self, scope: Scope, reads: bool = True) -> frozenset:
+        """The parameters the function's code shows are tensors (``evidence``);
+        ``reads=False``: shown so by more than a read as an array (``x.numpy()``)."""
+        return self._tensor_evidence(scope)[0 if reads else 1]
 
-    def evidenced_attributes(self, cls: ast.ClassDef) -> frozenset:
-        """The attributes ``self.X`` the class's methods show are tensors (``evidence``)."""
+    def evidenced_locals(self, scope: Scope) -> frozenset:
+        """Local names bound once that the function's code shows are tensors (``evidence``)."""
+        return self._tensor_evidence(scope)[2] if scope.kind == "function" else frozenset()
+
+    def _tensor_evidence(self, scope: Scope) -> tuple:
+        key = ("tensor evidence", scope.node)
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = evidence.tensor_parameters(self, scope)
+        return found
+
+    def evidenced_attributes(self, cls: ast.ClassDef, reads: bool = True) -> frozenset:
+        """The attributes ``self.X`` the class's methods show are tensors (``evidence``);
+        ``reads=False``: shown so by more than a read as an array."""
         key = ("attribute evidence", cls)
         if key not in self.cache:
             self.cache[key] = evidence.tensor_attributes(self, cls)
-        return self.cache[key]
+        return self.cache[key][0 if reads else 1]
 
     def shows_tensor(self, roots: list, name: str) -> bool:
         """Whether the code under ``roots`` uses ``name`` as only a tensor is used (``evidence``)."""

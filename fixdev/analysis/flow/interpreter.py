@@ -57,6 +57,7 @@ class Run:
         # (function, parameter) this run's calls pass such a parameter on from
         self.entries: list = []
         self.passed_on: set[tuple] = set()
+        self.lambdas: set[ast.Lambda] = set()  # lambdas whose body runs now (a call inside is not followed)
         self.params = params
         self._loops: list[tuple[list, list]] = []
         self._default_device = 0
@@ -124,6 +125,9 @@ class Run:
         if kind is ast.Name:
             if settle:
                 value = settle_pending(value, target)
+            if value.what is What.UNKNOWN and value.ref is None and value.parts is None and self.scope.kind == "function" and target.id in self.flow.evidenced_locals(self.scope):
+                # bound once, and used as only a tensor is (`t.size(0)`, `torch.max(t, 1)`)
+                value = value.but(what=What.TENSOR, places=value.places or UNKNOWN_PLACES)
             if value.flags & MAYBE_UNBOUND:
                 value = value.but(flags=value.flags & ~MAYBE_UNBOUND)
             state[target.id] = value

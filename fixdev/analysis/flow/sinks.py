@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from fixdev.analysis.flow import entries, evidence
-from fixdev.analysis.flow.lattice import Device, PENDING, SCALAR_VALUE, SameAs, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, kinds_of, position_of, settled_origins
+from fixdev.analysis.flow.lattice import HOST, UNKNOWN, Device, PENDING, SCALAR_VALUE, SameAs, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, ZERO_DIM, TENSORISH, apart, capped, kinds_of, position_of, settled_origins
 
 
 # ---------------------------------------------------------------------------
@@ -21,7 +21,10 @@ class Sink:
     ``"module-on-host"`` (a module never moved fed a device tensor),
     ``"operand"`` (a host value combined with a device tensor by an operator,
     comparison, ``torch.*`` function or tensor method), ``"numpy"`` (a value that
-    may live on a device reaches ``.numpy()`` / ``np.array``), ``"index"`` (a
+    may live on a device reaches ``.numpy()``, ``np.array`` or another NumPy
+    function), ``"numpy-relative"`` (a tensor whose place the code does not
+    show reaches one, in a file that meets devices: ``.cpu()`` is right
+    wherever it lives), ``"index"`` (a
     host tensor read by an index tensor on a device: ``other`` is that index),
     ``"relative"`` (a host tensor combined with a tensor the code shows is one
     but not where it lives, a parameter or ``self`` attribute, in a file that
@@ -86,7 +89,7 @@ def meet(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_
         sink(run, kind, node, host_node, host, device_node, device, state)
         return True
     if run.record and device.what is What.TENSOR and host.what in TENSORISH:
-        relative = evidence.relative_device(run, host, device, state, device_node)
+        relative = evidence.relative_device(run, host, device, state, device_node, node)
         if relative is not None:
             # a tensor whose place is not shown: its own device is right wherever it lives
             key = (node, host_node)
@@ -109,6 +112,83 @@ def meet(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_
     if run.record and run.cls_info is not None and not run.cls_info.is_module and host.places:
         entries.entry(run, kind, node, host_node, host, device_node, device)
     return False
+
+
+def numpy_read(run, node: ast.AST, value_node: ast.AST, value: Value, state: dict, kinds=TENSORISH) -> None:
+    """``value`` is read as a NumPy array here (``t.numpy()``, ``np.isnan(t)``):
+    a ``"numpy"`` sink where it may live on a device (and is one of
+    ``kinds``); a ``"numpy-relative"`` one where it is a tensor the code does
+    not show lives on the host (a parameter, a tensor made from values not
+    known) and the file meets devices."""
+    if value.what in kinds and kinds_of(value)[1]:
+        sink(run, "numpy", node, value_node, value, None, None, state)
+    elif value.what is What.TENSOR and value.places and all(type(p) is SameAs or p is UNKNOWN for p, _ in value.places):
+        # on the host on no path (a host tensor mixed with options, `F.interpolate(x, mode=m)`, is one)
+        # a parameter or attribute read so must be shown a tensor by more than this read
+        if all(_shown_a_tensor(run, p) for p, _ in value.places if type(p) is SameAs) and run.flow.meets_devices():
+            key = (node, value_node)
+            if key not in run.sinks:
+                run.sinks[key] = Sink("numpy-relative", node, value_node, (), None, None)
+
+
+def _shown_a_tensor(run, placement: SameAs) -> bool:
+    """What the value is does not rest on the read alone: the parameter or
+    ``self`` attribute ``placement`` names is not one whose only sign of being
+    a tensor is a read as an array (``def f(t): return t.numpy()``); it is
+    annotated ``Tensor``, used as only a tensor is, or a module or a value
+    whose tensor the code made (``model(x)``, ``torch.exp(t)``)."""
+    home, text = placement.home, placement.text
+    flow = run.flow
+    scope = flow.index.scopes.get(home) if home is not None else None
+    if scope is None:
+        return False
+    if scope.kind == "function":
+        if text not in flow.evidenced_tensors(scope) or text in flow.evidenced_tensors(scope, reads=False):
+            return True
+        args = home.args
+        return any(a.arg == text and flow.annotation_what(a.annotation, scope) is What.TENSOR for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+    if scope.kind == "class" and text.startswith("self."):
+        return text[5:] not in flow.evidenced_attributes(home) or text[5:] in flow.evidenced_attributes(home, reads=False)
+    return False
+
+
+def index_relative(run, table: Value, node: ast.Subscript, index_node: ast.AST, index: Value) -> bool:
+    """``table[index]`` (``index`` a tensor, not 0-dim) is an
+    ``"index-relative"`` sink: ``table`` lives on the host and ``index`` is a
+    tensor that may live elsewhere (a parameter's, one made from values not
+    known), in a file that meets devices; or ``table`` is ``self.X`` of a
+    module, on the host on some path (a known origin) and where the module
+    lives on the others (a parameter or buffer under a flag that is not the
+    device), and ``index`` is on the host on no path (on a device, or where a
+    method's input is, which a module's methods take for its own device)."""
+    if table.what is not What.TENSOR or table.flags & ZERO_DIM:
+        return False
+    t_host, t_device, t_other = kinds_of(table)
+    i_host, i_device, i_other = kinds_of(index)
+    if not t_host or not any(o is not None and o is not PENDING for p, o in table.places if p is HOST):
+        return False
+    if not t_device and not t_other:  # on the host on every path
+        if not i_other or i_device or not run.flow.meets_devices():
+            return False
+    elif i_host or not (i_device or i_other) or not _where_its_module_lives(run, table, node.value):
+        return False  # an index on the host on some path indexes either table
+    key = (node, node.value)
+    if key not in run.sinks:
+        run.sinks[key] = Sink("index-relative", node, node.value, settled_origins(table.places, node.value), index_node, None)
+    return True
+
+
+def _where_its_module_lives(run, table: Value, table_node: ast.AST) -> bool:
+    """``table_node`` is ``self.X`` in a method of an ``nn.Module`` class and
+    every placement of ``table`` but the host is one of the module's own."""
+    scope = run.scope
+    info = run.cls_info
+    if info is None or not info.is_module or type(table_node) is not ast.Attribute or type(table_node.value) is not ast.Name or table_node.value.id != scope.self_name:
+        return False
+    # the text is the module's own (`self.device`, `self.fc.weight.device`);
+    # its home may be a base class that set the attribute
+    own = {p.text for p, _ in run.flow.classes.self_places(scope.cls) if type(p) is Device and p.text is not None}
+    return bool(own) and all(p is HOST or (type(p) is Device and p.text in own and type(p.home) is ast.ClassDef) for p, _ in table.places)
 
 
 def sink(run, kind: str, node: ast.AST, value_node: ast.AST, value: Value, other_node: ast.AST | None, other: Value | None, state: dict) -> None:

@@ -200,6 +200,15 @@ PASS_THROUGH_CALLS = frozenset(
 TRANSPARENT_DECORATORS = frozenset(
     {"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "functools.wraps", "staticmethod", "functools.lru_cache", "functools.cache"}
 )
+# NumPy's functions that copy their first argument into an array, of which a
+# tensor on a device cannot give one (the rest of numpy's functions read it too,
+# but some read only its shape or take sizes and numbers there: `np.zeros(n)`).
+NUMPY_ARRAY_READERS = frozenset({"numpy.array", "numpy.asarray", "numpy.asanyarray", "numpy.copy"})
+NUMPY_NOT_READING = frozenset(
+    "shape ndim size isscalar iterable result_type can_cast issubdtype promote_types dtype ndarray zeros ones empty full "
+    "arange linspace logspace geomspace eye identity tri save savez savez_compressed savetxt load loadtxt set_printoptions "
+    "printoptions seterr errstate broadcast_shapes".split()
+)
 DEVICE_STRINGS = ("cuda", "mps", "xpu", "hpu", "npu", "xla", "vulkan")
 # Names that say a value is a device, for values the code does not show.
 DEVICE_NAME_PATTERN = re.compile(r"(?:\w+_)?(?:device|dev|gpu|gpu_id|device_id|rank|local_rank|cuda_device)", re.IGNORECASE)
