@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = 'b36f40abde8518595681'
+FINGERPRINT = '4817d71299542b57cb5d'
 RULES = (
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory'),
     ('FDV102', 'factory-device', 'mismatch', ('\\bclass\\b|\\.(?:to|cuda)\\s*\\(|device|\\bdef\\b', '\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice'),
