@@ -99,10 +99,10 @@ class CrossDeviceIndex(Rule):
     @classmethod
     def screen(cls, screening) -> bool:
         if not DEVICE_CODE.search(screening.text):
-            # only a relative sink may be here: a file that meets devices, holding a factory
-            flow = analysis.flow_for(screening)
-            if not re.search(analysis.FACTORY_CALL, screening.text) or not flow.meets_devices():
+            # only a relative sink is this rule's here (visit_Module): a file that meets devices, holding a factory
+            if not re.search(analysis.FACTORY_CALL, screening.text) or not analysis.flow_for(screening).meets_devices():
                 return False
+            return analysis.has_sink(screening, "index-relative")
         return analysis.has_sink(screening, *SINK_KINDS)
 
     VALID = [
@@ -151,8 +151,11 @@ class CrossDeviceIndex(Rule):
         sinks = flow.sinks()
         # host values that meet a device elsewhere: other rules move them where they are made
         met = {origin for sink in sinks if sink.kind in ("module-input", "operand", "relative") for origin in sink.origins}
+        # without a device named, only a module's own placement is "on a device":
+        # a plain tensor attribute it indexes is constant-buffer's (a buffer moves with it)
+        kinds = SINK_KINDS if DEVICE_CODE.search(self.context.text) else ("index-relative",)
         for sink in sinks:
-            if sink.kind not in SINK_KINDS or met.intersection(sink.origins) or runs_only_without_cuda(self, flow, sink.node):
+            if sink.kind not in kinds or met.intersection(sink.origins) or runs_only_without_cuda(self, flow, sink.node):
                 continue
             # sink.other: the index on a device (a second one, if any, is the next round's finding)
             index = sink.other

@@ -170,6 +170,8 @@ def index_relative(run, table: Value, node: ast.Subscript, index_node: ast.AST, 
     if not t_device and not t_other:  # on the host on every path
         if not i_other or i_device or not run.flow.meets_devices():
             return False
+        if _own_attribute(run, node.value):
+            return False  # a module's plain tensor: constant-buffer makes it a buffer, which moves with the module
     elif i_host or not (i_device or i_other) or not _where_its_module_lives(run, table, node.value):
         return False  # an index on the host on some path indexes either table
     key = (node, node.value)
@@ -178,12 +180,17 @@ def index_relative(run, table: Value, node: ast.Subscript, index_node: ast.AST, 
     return True
 
 
+def _own_attribute(run, node: ast.AST) -> bool:
+    """``node`` is ``self.X`` in a method of an ``nn.Module`` class."""
+    info = run.cls_info
+    return info is not None and info.is_module and type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == run.scope.self_name
+
+
 def _where_its_module_lives(run, table: Value, table_node: ast.AST) -> bool:
     """``table_node`` is ``self.X`` in a method of an ``nn.Module`` class and
     every placement of ``table`` but the host is one of the module's own."""
     scope = run.scope
-    info = run.cls_info
-    if info is None or not info.is_module or type(table_node) is not ast.Attribute or type(table_node.value) is not ast.Name or table_node.value.id != scope.self_name:
+    if not _own_attribute(run, table_node):
         return False
     # the text is the module's own (`self.device`, `self.fc.weight.device`);
     # its home may be a base class that set the attribute
