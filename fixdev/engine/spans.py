@@ -226,40 +226,22 @@ class StatementSpans:
             return True
         if not self._index() or statement not in self._starts:
             return False
-        context = self._context
-        text = context.text
-        start = self._starts[statement]
-        indent = text[line_start(text, start) : start]
-        module = context.module
         stub_body = cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])], header=statement.body.header, indent=statement.body.indent)
         changes = {"body": stub_body}
         if getattr(statement, "orelse", None) is not None:
             changes["orelse"] = None
         try:
-            if indent.strip(" \t"):
-                raise cst.CSTValidationError("not an indent")
             stub = statement.with_changes(**changes)
-            body = inside_block(stub, indent) if indent else stub
-            alone = cst.Module(body=[body], header=(), footer=(), default_indent=module.default_indent, default_newline=module.default_newline)
         except cst.CSTValidationError:
             return False
-        byte_spans = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider)
-        code = alone.code
-        spans = char_spans(code, byte_spans)
-        own = spans[stub]
-        shift = start - own.start
-        first = spans[stub.decorators[0]].start if getattr(stub, "decorators", None) else own.start
-        end = spans[stub_body].start  # just after the header's colon
-        source = self._source()
-        if code[first:end] != source[first + shift : end + shift]:
+        generated = self._generate(statement, stub)
+        if generated is None:
             return False
-        made = {alone, stub, stub_body} if body is stub else {alone, body, body.body, stub, stub_body}
-        known, calls = self._known, self._calls
-        for node, span in spans.items():
-            if node not in made and first <= span.start and span.start + span.length <= end:
-                found = known[node] = CodeSpan(span.start + shift, span.length)
-                if type(node) is cst.Call:
-                    calls.setdefault((found.start, found.start + found.length), node)
+        code, spans, shift, first, made = generated
+        end = spans[stub_body].start  # just after the header's colon
+        if code[first:end] != self._source()[first + shift : end + shift]:
+            return False
+        self._record(spans, made | {stub, stub_body}, shift, first, end)
         self._headers.add(statement)
         return True
 
@@ -269,43 +251,56 @@ class StatementSpans:
             return True
         if not self._index() or statement not in self._starts:
             return False
-        context = self._context
-        text = context.text
-        start = self._starts[statement]
-        indent = text[line_start(text, start) : start]
-        module = context.module
-        try:
-            if indent.strip(" \t"):
-                raise cst.CSTValidationError("not an indent")
-            body = inside_block(statement, indent) if indent else statement
-            alone = cst.Module(body=[body], header=(), footer=(), default_indent=module.default_indent, default_newline=module.default_newline)
-        except cst.CSTValidationError:
+        generated = self._generate(statement, statement)
+        if generated is None:
             return self._disagree()
-        byte_spans = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider)
-        code = alone.code
-        spans = char_spans(code, byte_spans)
-        own = spans[statement]
-        shift = start - own.start
+        code, spans, shift, first, made = generated
         # The text checked: the statement's, from its first decorator to the
         # end of its last line (a trailing comment, the line break; none at
         # the end of a file without a last line break). Nodes outside it
         # (comment lines above the statement) are left to the whole module's
         # positions.
-        first = spans[statement.decorators[0]].start if getattr(statement, "decorators", None) else own.start
         source = self._source()
         expected = source[first + shift : len(code) + shift]
-        if code[first:] != expected and not (len(code) + shift > len(source) and code[first:] == expected + module.default_newline):
+        if code[first:] != expected and not (len(code) + shift > len(source) and code[first:] == expected + self._context.module.default_newline):
             return self._disagree()
-        last = first + len(expected)
+        self._record(spans, made, shift, first, first + len(expected))
+        self._done.add(statement)
+        return True
+
+    def _generate(self, statement: cst.CSTNode, shown: cst.CSTNode) -> tuple | None:
+        """``shown`` (``statement`` itself, or its header with a stub body)
+        generated alone, indented as ``statement`` stands: its code, the char
+        spans of its nodes, the shift from them to the text's offsets, where
+        its text starts (its first decorator), and the nodes made around it;
+        None where its indent is not one libcst takes. ``statement`` is indexed."""
+        text = self._context.text
+        start = self._starts[statement]
+        indent = text[line_start(text, start) : start]
+        module = self._context.module
+        try:
+            if indent.strip(" \t"):
+                raise cst.CSTValidationError("not an indent")
+            body = inside_block(shown, indent) if indent else shown
+            alone = cst.Module(body=[body], header=(), footer=(), default_indent=module.default_indent, default_newline=module.default_newline)
+        except cst.CSTValidationError:
+            return None
+        code = alone.code
+        spans = char_spans(code, MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider))
+        own = spans[shown]
+        first = spans[shown.decorators[0]].start if getattr(shown, "decorators", None) else own.start
+        made = {alone} if body is shown else {alone, body, body.body}  # the module and block around it
+        return code, spans, start - own.start, first, made
+
+    def _record(self, spans: Mapping[cst.CSTNode, CodeSpan], made: set, shift: int, first: int, last: int) -> None:
+        """Keep the spans of the nodes within ``[first, last)`` of the generated
+        code, shifted to the text, save those ``made`` around the statement."""
         known, calls = self._known, self._calls
-        made = {alone} if body is statement else {alone, body, body.body}  # the module and block around it
         for node, span in spans.items():
             if node not in made and first <= span.start and span.start + span.length <= last:
                 found = known[node] = CodeSpan(span.start + shift, span.length)
                 if type(node) is cst.Call:
                     calls.setdefault((found.start, found.start + found.length), node)
-        self._done.add(statement)
-        return True
 
     def _source(self) -> str:
         if self._parseable is None:
