@@ -29,21 +29,33 @@ def write_atomic(path: Path, data: bytes, expected: bytes) -> None:
     if not info.st_mode & stat.S_IWUSR:
         # Even root could rename over it; a read-only file is a user's "hands off".
         raise WriteError("file is read-only; not written")
+
+    def unchanged() -> None:
+        if _current(path) != expected:
+            raise WriteError("changed on disk while fixdev was running; not overwritten")
+
+    _replace(path, data, stat.S_IMODE(info.st_mode), unchanged)
+
+
+def _replace(path: Path, data: bytes, mode: int, check=None) -> None:
+    """``data`` to a temporary file beside ``path``, flushed to disk, given
+    ``mode``, then renamed over ``path`` (after ``check``, which may raise
+    ``WriteError`` to stop it); the temporary file never stays behind."""
     try:
         handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
-        raise WriteError(f"cannot write in {path.parent}: {exc.strerror}") from None
+        raise WriteError(f"cannot write in {path.parent}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(temp, stat.S_IMODE(info.st_mode))
-        if _current(path) != expected:
-            raise WriteError("changed on disk while fixdev was running; not overwritten")
+        os.chmod(temp, mode)
+        if check is not None:
+            check()
         os.replace(temp, path)
     except OSError as exc:
-        raise WriteError(f"cannot write: {exc.strerror}") from None
+        raise WriteError(f"cannot write: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(temp):
             os.unlink(temp)
@@ -85,24 +97,12 @@ def write_report(path: Path, data: bytes) -> None:
     umask's). Unlike ``write_atomic`` it has no earlier content to protect."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
         raise WriteError(f"cannot write in {path.parent}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            mode = stat.S_IMODE(os.stat(path).st_mode)
-        except OSError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except OSError as exc:
-        raise WriteError(f"cannot write: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    _replace(path, data, mode)
