@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from tests.test_runtime import BUGGY  # noqa: E402 - the buggy training script both run
+
 # The first round fails (a mask made on the CPU meets a tensor on the GPU);
 # once fixed, the program starts a helper process and sleeps, as a long
 # training run would.
@@ -80,25 +82,6 @@ def test_run_without_apply_takes_a_round_timeout_only_when_given(tmp_path, fixde
     assert plain.returncode == 0 and plain.stdout.decode() == "woke\n" and b"stopped" not in plain.stderr
 
 
-BUGGY = """\
-import torch
-import torch.nn as nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 2)
-
-    def forward(self, x):
-        mask = torch.ones(x.shape)
-        return self.fc(x * mask)
-
-
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-model = Net().to(device)
-print("loss", model(torch.randn(3, 4, device=device)).sum().item())
-"""
 
 
 def test_run_json_is_one_document_with_traceback_jsons_objects(tmp_path, fixdev):
