@@ -54,7 +54,8 @@ class ParseCache:
         None where it cannot be put together (the caller parses it whole)."""
         if "\f" in text or text.startswith("\ufeff") or "print_function" in text or not tree.body:
             return None  # libcst and CPython may place such lines differently: not worth the doubt
-        cuts = _cuts(text, tree)
+        offset = CPythonPositions(text).offset  # (line, column) -> offset, made once for both
+        cuts = _cuts(text, tree, offset)
         if cuts is None:
             return None
         pieces = [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
@@ -91,7 +92,7 @@ class ParseCache:
         first, last = modules[0], modules[-1]
         assembled = cst.Module(
             body=body, header=first.header, footer=carried, encoding=first.encoding,
-            default_indent=_default_indent(text, tree), default_newline=_default_newline(text),
+            default_indent=_default_indent(text, tree, offset), default_newline=_default_newline(text),
             has_trailing_newline=last.has_trailing_newline,
         )
         if assembled.code != text:
@@ -99,10 +100,9 @@ class ParseCache:
         return assembled
 
 
-def _cuts(text: str, tree: ast.Module) -> list[int] | None:
+def _cuts(text: str, tree: ast.Module, offset) -> list[int] | None:
     """Where each piece starts: offset 0, then the start of the first line of
     each top-level statement after the first (its first decorator's line)."""
-    offset = CPythonPositions(text).offset
     cuts = [0]
     previous_end = None
     for statement in tree.body:
@@ -111,7 +111,7 @@ def _cuts(text: str, tree: ast.Module) -> list[int] | None:
         if previous_end is not None:
             if line <= previous_end:
                 return None  # two statements on one line (a; b): one piece
-            start = line_start(text, offset(line, 0))
+            start = offset(line, 0)
             if start <= cuts[-1]:
                 return None
             cuts.append(start)
@@ -124,10 +124,9 @@ def _default_newline(text: str) -> str:
     return match.group() if match else "\n"
 
 
-def _default_indent(text: str, tree: ast.Module) -> str:
+def _default_indent(text: str, tree: ast.Module, offset) -> str:
     """The indent of the file's first indented block, as libcst detects it
     (four spaces when there is none)."""
-    offset = CPythonPositions(text).offset
     for statement in ast.walk(tree):
         body = getattr(statement, "body", None)
         if not isinstance(statement, ast.stmt) or not isinstance(body, list) or not body:
