@@ -548,3 +548,81 @@ def test_run_default_device_cuda_places_factories_on_the_virtual_gpu(tmp_path, f
     err = cpu_only.stderr.decode()
     assert cpu_only.returncode == 1 and f"AssertionError: {CPU_WHEEL}" in err, err
     assert f'File "{script}", line 5' in err, "fails at the first factory, as a CPU wheel does"
+
+
+CELL_CASES = """\
+import torch
+import torch.nn as nn
+
+# each case: the cell's device, the input's, the hidden state's (None: none given)
+for kind in (nn.LSTMCell, nn.GRUCell, nn.RNNCell):
+    for layer, data, hidden in (("cuda", "cuda", "cpu"), ("cuda", "cpu", None), ("cpu", "cuda", None)):
+        net = kind(4, 3).to(layer)
+        h = None if hidden is None else torch.zeros(2, 3, device=hidden)
+        if h is not None and kind is nn.LSTMCell:
+            h = (h, torch.zeros(2, 3, device=hidden))
+        try:
+            net(torch.randn(2, 4, device=data), h)
+            print(kind.__name__, "ran")
+        except RuntimeError as exc:
+            print(kind.__name__, exc)
+try:
+    nn.LSTMCell(4, 3).cuda()(torch.randn(2, 4).cuda(), (torch.zeros(2, 3).cuda(), torch.zeros(2, 3)))
+except RuntimeError as exc:
+    print("cell state:", exc)
+"""
+
+
+def test_run_rnn_cells_raise_the_message_of_the_kernel_that_meets_two_devices(tmp_path, fixdev):
+    """aten's cells check no devices: on a CUDA input the LSTM and GRU cells
+    multiply (mm) and then call the fused kernel, otherwise they call linear
+    (addmm), the hidden state's first (the GRU: the input's first); each
+    kernel's wrapper names the argument off the first one's device."""
+    (tmp_path / "cells.py").write_text(CELL_CASES)
+    shown = fixdev("--run", "--", "python", "cells.py", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    got = "Expected all tensors to be on the same device, but got {} is on {}, different from other tensors on {} (when checking argument in method wrapper_CUDA_{})"
+    mm_hidden, addmm_cpu, mm_weight = got.format("mat2", "cuda:0", "cpu", "mm"), got.format("mat1", "cpu", "cuda:0", "addmm"), got.format("mat2", "cpu", "cuda:0", "mm")
+    assert shown.stdout.decode().splitlines() == [
+        *(f"{kind} {message}" for kind in ("LSTMCell", "GRUCell") for message in (mm_hidden, addmm_cpu, mm_weight)),
+        *(f"RNNCell {message}" for message in (addmm_cpu, addmm_cpu, got.format("mat1", "cuda:0", "cpu", "addmm"))),
+        "cell state: " + got.format("cx", "cpu", "cuda:0", "_thnn_fused_lstm_cell").replace("CUDA__thnn", "CUDA___thnn"),
+    ]
+
+
+CELL_HIDDEN = """\
+import torch
+import torch.nn as nn
+
+
+class Decoder(nn.Module):
+    def __init__(self, features, hidden):
+        super().__init__()
+        self.hidden = hidden
+        self.cell = nn.GRUCell(features, hidden)
+
+    def forward(self, x):
+        h = torch.zeros(x.size(0), self.hidden)
+        for step in range(x.size(1)):
+            h = self.cell(x[:, step], h)
+        return h
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = Decoder(8, 16).to(device)
+print("state", model(torch.randn(2, 5, 8, device=device)).sum().item())
+"""
+
+
+def test_run_explains_an_rnn_cell_error_and_names_the_move_as_traceback_does(tmp_path, fixdev):
+    """The cell's message names a kernel argument (``mat2``), not the two
+    devices: ``--traceback`` explains it and names the move to make, which
+    it does not write for this form of the message."""
+    script = tmp_path / "decoder.py"
+    script.write_text(CELL_HIDDEN)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert shown.returncode == 1, err
+    assert f"device error at {script}:14: in forward: RuntimeError: Expected all tensors to be on the same device, but got mat2 is on cuda:0" in err
+    assert "why: `h` is made by `torch.zeros(x.size(0), self.hidden)` on line 12 without a `device=`, so on the CPU" in err
+    assert "change: move `h` to `x.device` before line 14: `h = h.to(x.device)`" in err

@@ -25,9 +25,12 @@ imported by pytest in every run and by the CLI.
 
 from __future__ import annotations
 
-import weakref
 from types import SimpleNamespace
 from typing import Any
+
+from fixdev.gpu import checkpoints, parallel, rng, tags
+from fixdev.gpu.tags import allocated, storage_of, tag_of
+from fixdev.gpu.tags import tag as _tag
 
 CPU_WHEEL = "Torch not compiled with CUDA enabled"  # what a CPU wheel says at the first CUDA call
 
@@ -62,9 +65,10 @@ class _State:
     def __init__(self) -> None:
         self.mode: Any = None
         self.patched: list[tuple[Any, str, Any]] = []
+        self.undo: list[Any] = []  # what removes the checkpoint tagger and loader
         self.gpus = 0
         self.current = 0
-        self.seeds: dict[int, int] = {}
+        self.generators: Any = None
 
 
 _STATE = _State()
@@ -83,9 +87,12 @@ def install(gpus: int = 1) -> None:
         uninstall()
     import torch
 
-    _STATE.gpus, _STATE.current, _STATE.seeds = gpus, 0, {}
+    _STATE.gpus, _STATE.current = gpus, 0
+    _STATE.generators = rng.Generators(torch, gpus, _index)
     mode = _build_mode(torch)()
     _patch_cuda(torch, gpus)
+    _STATE.undo.append(checkpoints.register(torch, gpus))
+    parallel.install(torch, _patch, _under_mode)
     _patch_threads()
     mode.__enter__()
     _STATE.mode = mode
@@ -107,6 +114,18 @@ def _leave(mode: Any) -> None:
         above.append(top)
     for item in reversed(above):
         _push_mode(item)
+
+
+def _under_mode(call: Any) -> Any:
+    """``call()`` with the mode on this thread's stack (the autograd engine
+    runs the Python it calls back without it)."""
+    from torch.overrides import _get_current_function_mode_stack
+
+    mode = _STATE.mode
+    if mode is None or mode in _get_current_function_mode_stack():
+        return call()
+    with mode:
+        return call()
 
 
 def _patch_threads() -> None:
@@ -141,6 +160,8 @@ def uninstall() -> None:
     for owner, name, value in reversed(_STATE.patched):
         setattr(owner, name, value)
     _STATE.patched.clear()
+    while _STATE.undo:
+        _STATE.undo.pop()()
 
 
 class virtual_gpu:
@@ -164,7 +185,9 @@ class virtual_gpu:
 
 def _patch(owner: Any, name: str, value: Any) -> None:
     if hasattr(owner, name):
-        _STATE.patched.append((owner, name, getattr(owner, name)))
+        # a class's own entry as it is (a classmethod stays one when restored)
+        own = isinstance(owner, type) and name in owner.__dict__
+        _STATE.patched.append((owner, name, owner.__dict__[name] if own else getattr(owner, name)))
         setattr(owner, name, value)
 
 
@@ -185,6 +208,14 @@ def _index(device: Any = None) -> int:
     return index
 
 
+def _exchange_device(index: int) -> int:
+    """``with torch.cuda.device(index):``'s switch: the device before it."""
+    if index < 0:
+        return -1
+    previous, _STATE.current = _STATE.current, _index(index)
+    return previous
+
+
 def _check_ordinal(index: int) -> None:
     if _STATE.gpus == 0:
         raise AssertionError(CPU_WHEEL)
@@ -193,8 +224,7 @@ def _check_ordinal(index: int) -> None:
 
 
 def _allocated(device: Any = None) -> int:
-    index = _index(device)
-    return sum(storage.nbytes() for storage, tag in list(_TAGS.items()) if tag.index == index)
+    return allocated(_index(device))
 
 
 def _patch_cuda(torch: Any, gpus: int) -> None:
@@ -202,15 +232,6 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
 
     def set_device(device: Any) -> None:
         _STATE.current = _index(device)
-
-    def manual_seed(seed: int) -> None:
-        # virtual draws come from the CPU's generator (their values are the
-        # CPU run's); the seed is kept for initial_seed()
-        _STATE.seeds[_STATE.current] = int(seed)
-
-    def manual_seed_all(seed: int) -> None:
-        for index in range(gpus):
-            _STATE.seeds[index] = int(seed)
 
     def properties(device: Any = None) -> SimpleNamespace:
         index = _index(device)
@@ -242,16 +263,17 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
         "reset_max_memory_allocated": lambda device=None: _index(device) and None,
         "empty_cache": lambda: None,
         "mem_get_info": lambda device=None: ((16 << 30) - _allocated(device), 16 << 30),
-        "manual_seed": manual_seed,
-        "manual_seed_all": manual_seed_all,
-        "seed": lambda: manual_seed(torch.initial_seed()),
-        "seed_all": lambda: manual_seed_all(torch.initial_seed()),
-        "initial_seed": lambda: _STATE.seeds.get(_index(None), torch.initial_seed()),
+        # torch.utils.checkpoint saves the device's RNG state only once CUDA is initialized
+        "_initialized": gpus > 0,
+        "_exchange_device": _exchange_device,
+        "_maybe_exchange_device": _exchange_device,
     }
+    answers.update(_STATE.generators.answers())
     answers.update({"Stream": _Stream, "Event": _Event, "current_stream": _Stream, "default_stream": _Stream,
                     "stream": lambda stream=None: stream or _Stream()})
     if gpus == 0:  # a CPU wheel: the queries answer, the rest raises at the first call
-        answers = {name: answers[name] for name in ("is_available", "is_initialized", "device_count", "manual_seed", "manual_seed_all")}
+        answers = {name: answers[name] for name in ("is_available", "is_initialized", "device_count")}
+        answers.update(manual_seed=lambda seed: None, manual_seed_all=lambda seed: None)  # queued by a CPU wheel, never run
         for name in ("current_device", "set_device", "get_device_name", "get_device_properties", "synchronize", "init"):
             answers[name] = _cpu_wheel
     for name, value in answers.items():
@@ -264,6 +286,9 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
         if gpus:  # optimizers ask the accelerator's stream whether a CUDA graph is being captured
             _patch(accelerator, "current_stream", _Stream)
             _patch(accelerator, "synchronize", lambda device=None: _index(device) and None)
+            _patch(accelerator, "current_device_index", lambda: _STATE.current)
+            _patch(accelerator, "set_device_index", set_device)
+            _patch(accelerator, "device_index", lambda device: cuda.device(device))  # DataParallel's replica threads
     # pinning is a no-op: there is no host-device copy to speed up (patched on
     # the class, so a DataLoader's pin-memory thread, outside the mode, sees it too)
     _patch(torch.Tensor, "pin_memory", lambda self, device=None: self)
@@ -340,41 +365,6 @@ def _cpu_wheel(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError(CPU_WHEEL)
 
 
-# ---------------------------------------------------------------------------
-# Tags: which virtual device a storage lives on (absent: the CPU)
-# ---------------------------------------------------------------------------
-
-_TAGS: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-
-
-def _storage(tensor: Any) -> Any:
-    try:
-        return tensor.untyped_storage()
-    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested, meta-like tensors
-        return None
-
-
-def tag_of(tensor: Any) -> Any:
-    """The virtual device of a tensor (a ``torch.device``), None for the CPU."""
-    storage = _storage(tensor)
-    return None if storage is None else _TAGS.get(storage)
-
-
-def _tag(out: Any, device: Any, keep: tuple = ()) -> None:
-    """Tag the tensors ``out`` holds with ``device``, except storages in
-    ``keep`` (CPU scalars an op returned a view of)."""
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        storage = _storage(out)
-        if storage is not None and not any(storage is kept for kept in keep):
-            _TAGS[storage] = device
-    elif isinstance(out, (tuple, list)):
-        for item in out:
-            if isinstance(item, torch.Tensor):
-                _tag(item, device, keep)
-
-
 def _tensors(torch: Any, args: tuple, kwargs: dict):
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
@@ -424,7 +414,7 @@ def _build_mode(torch: Any) -> type:
             device = tag_of(tensor)
             if device is None:
                 if tensor.dim() == 0:
-                    scalars.append(_storage(tensor))
+                    scalars.append(storage_of(tensor))
                 else:
                     host = True
             elif found is None:
@@ -434,6 +424,19 @@ def _build_mode(torch: Any) -> type:
         if found is not None and host:
             raise _mismatch(found, cpu)
         return found, tuple(scalars)
+
+    drawing = rng.drawing_functions(torch)
+
+    def call(func, args, kwargs, device):
+        """``func`` run; a random draw on a virtual device from that device's generator."""
+        if device is not None and kwargs.get("generator") is None:
+            try:
+                draws = func in drawing
+            except TypeError:  # an unhashable callable
+                draws = False
+            if draws:
+                return _STATE.generators.drawn(device.index, lambda: func(*args, **kwargs))
+        return func(*args, **kwargs)
 
     def device_get(func, args, kwargs):
         return tag_of(args[0]) or func(*args, **kwargs)
@@ -541,10 +544,64 @@ def _build_mode(torch: Any) -> type:
                 if isinstance(tensor, Tensor) and tag_of(tensor) != device:
                     raise DeviceError(f"Input and {name} tensors are not at the same device, found input tensor at "
                                       f"{device or cpu} and {name} tensor at {tag_of(tensor) or cpu}")
-        out = func(*args, **kwargs)
+        out = call(func, args, kwargs, device)
         if device is not None:
             _tag(out, device)
         return out
+
+    def wrapper_check(method: str, named: tuple) -> None:
+        """The device check a CUDA kernel's generated wrapper makes: each
+        argument against the first one's device, in the schema's order."""
+        common = None
+        for name, tensor in named:
+            if not isinstance(tensor, Tensor):
+                continue
+            where = tag_of(tensor) or cpu
+            if common is None:
+                common = where
+            elif where != common:
+                raise DeviceError(f"Expected all tensors to be on the same device, but got {name} is on {where}, "
+                                  f"different from other tensors on {common} (when checking argument in method {method})")
+
+    def linear_check(data, weight, bias) -> None:
+        # at::linear: addmm(bias, input, weight.t()) with a bias, else matmul's mm
+        if isinstance(bias, Tensor):
+            wrapper_check("wrapper_CUDA_addmm", (("self", bias), ("mat1", data), ("mat2", weight)))
+        else:
+            wrapper_check("wrapper_CUDA_mm", (("self", data), ("mat2", weight)))
+
+    def linear(func, args, kwargs):
+        if len(args) >= 2 and isinstance(args[0], Tensor) and isinstance(args[1], Tensor):
+            linear_check(args[0], args[1], args[2] if len(args) > 2 else kwargs.get("bias"))
+        return generic(func, args, kwargs)
+
+    def cell(func, args, kwargs):
+        # aten's RNN cells (RNN.cpp) check no devices themselves; the first
+        # kernel that gets two is the error. LSTM and GRU cells on a CUDA
+        # input: matmul(input, w_ih.t()), matmul(hx, w_hh.t()), then the
+        # fused kernel with the cell state (LSTM) or hx (GRU) and the biases.
+        # Otherwise linear(hx, w_hh, b_hh), linear(input, w_ih, b_ih) (the
+        # GRU: input first), as the plain RNN cell always does.
+        if kwargs or len(args) < 4:
+            return generic(func, args, kwargs)
+        data, hidden, w_ih, w_hh = args[:4]
+        b_ih, b_hh = (tuple(args[4:6]) + (None, None))[:2]
+        lstm = func is torch.lstm_cell
+        hx, cx = (hidden[0], hidden[1]) if lstm and len(hidden) == 2 else (hidden, None)
+        fused = {torch.lstm_cell: ("lstm", "cx", cx), torch.gru_cell: ("gru", "hx", hx)}.get(func)
+        if fused is not None and tag_of(data) is not None:
+            wrapper_check("wrapper_CUDA_mm", (("self", data), ("mat2", w_ih)))
+            wrapper_check("wrapper_CUDA_mm", (("self", hx), ("mat2", w_hh)))
+            kind, name, state = fused
+            wrapper_check(f"wrapper_CUDA___thnn_fused_{kind}_cell", (("input_gates", data), ("hidden_gates", data), (name, state),
+                                                                     ("input_bias", b_ih), ("hidden_bias", b_hh)))
+        elif func is torch.gru_cell:
+            linear_check(data, w_ih, b_ih)
+            linear_check(hx, w_hh, b_hh)
+        else:
+            linear_check(hx, w_hh, b_hh)
+            linear_check(data, w_ih, b_ih)
+        return generic(func, args, kwargs)
 
     def packing(func, args, kwargs):
         # (data, lengths or batch_sizes, ...) -> (data, lengths or batch_sizes):
@@ -580,6 +637,7 @@ def _build_mode(torch: Any) -> type:
         Tensor.data.__set__: passthrough,
         Tensor.grad.__set__: passthrough,
         Tensor.set_: passthrough,
+        Tensor.record_stream: lambda func, args, kwargs: None,  # the work ran already
         torch._has_compatible_shallow_copy_type: passthrough,
         Tensor.to: to,
         Tensor.cuda: cuda,
@@ -594,6 +652,11 @@ def _build_mode(torch: Any) -> type:
         torch.gru: recurrent,
         torch.rnn_tanh: recurrent,
         torch.rnn_relu: recurrent,
+        torch.nn.functional.linear: linear,
+        torch.lstm_cell: cell,
+        torch.gru_cell: cell,
+        torch.rnn_tanh_cell: cell,
+        torch.rnn_relu_cell: cell,
         torch._pack_padded_sequence: packing,
         torch._pad_packed_sequence: packing,
     }
@@ -630,7 +693,7 @@ def _build_mode(torch: Any) -> type:
                 raise DeviceError(f"Input type ({_type_name(data, tag_of(data))}) and weight type "
                                   f"({_type_name(weight, tag_of(weight))}) should be the same") from None
             raise
-        out = func(*args, **kwargs)
+        out = call(func, args, kwargs, device)
         if device is not None:
             _tag(out, device, scalars)
         return out
@@ -658,7 +721,7 @@ def _build_mode(torch: Any) -> type:
                 if wanted is False:
                     return func(*args, **kwargs)
                 if wanted is not None:
-                    out = func(*args, **dict(kwargs, device="cpu"))
+                    out = call(func, args, dict(kwargs, device="cpu"), wanted)
                     _tag(out, wanted)
                     return out
                 return func(*args, **kwargs)
@@ -672,14 +735,17 @@ def _build_mode(torch: Any) -> type:
 # ---------------------------------------------------------------------------
 
 
+_OWN = frozenset(module.__file__ for module in (checkpoints, parallel, rng, tags)) | {__file__}
+
+
 def trimmed(tb: Any) -> Any:
-    """A traceback without this module's frames, so that it ends at the
+    """A traceback without the runtime's frames, so that it ends at the
     line of the program (or torch) that made the call."""
     import types
 
     frames = []
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename != __file__:
+        if tb.tb_frame.f_code.co_filename not in _OWN:
             frames.append(tb)
         tb = tb.tb_next
     rebuilt = None
