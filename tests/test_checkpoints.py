@@ -22,6 +22,7 @@ torch.manual_seed(0)
 model = nn.Linear(4, 2).cuda()
 torch.save({"model": model.state_dict(), "steps": torch.ones(3).cuda(), "epoch": 3}, sys.argv[1])
 torch.save(model, sys.argv[1] + ".whole")
+torch.save(model.state_dict(), sys.argv[1] + ".weights")
 print("saved from", model.weight.device)
 """
 
@@ -140,7 +141,7 @@ def restore(path):
     return model
 
 
-print("restored", restore("model.pt").weight.shape)
+print("restored", restore("model.pt.weights").weight.shape)
 """
 
 
