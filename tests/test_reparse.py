@@ -164,3 +164,16 @@ def test_a_piece_indented_unlike_the_file_is_checked_whole():
     cache = ParseCache()
     module = cache.parse(text, ast.parse(text))
     assert cache.checked_whole == 1 and _same(module, cst.parse_module(text))
+
+
+def test_the_pieces_kept_are_bounded_by_their_text(monkeypatch):
+    """Every version of an edited statement is a piece of its own: past a
+    bound on their text the cache starts over (what it keeps by node too)."""
+    monkeypatch.setattr("fixdev.engine.reparse._CHARACTERS", 200)
+    cache = ParseCache()
+    body = "def f(x):\n" + "    x = x + 1\n" * 10
+    for i in range(10):
+        text = body + f"    return x * {i}\n"
+        module = cache.parse(text, ast.parse(text))
+        assert _same(module, cst.parse_module(text))
+    assert len(cache._pieces) < 3 and cache._characters <= 200 + len(text)

@@ -38,6 +38,10 @@ _ACTIVE: ContextVar["ParseCache | None"] = ContextVar("fixdev_parse_cache", defa
 # Beyond this many pieces kept, the cache starts over (an editor's file is
 # small; a cache must not grow with every version of every file ever open).
 _LIMIT = 20_000
+# Nor hold more text than this, counted over the pieces kept: each version of
+# an edited statement is a piece, and libcst's tree takes some 500 bytes a
+# character (a keystroke in a 700-line function keeps another 15 MB).
+_CHARACTERS = 1_000_000
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
@@ -56,6 +60,7 @@ class ParseCache:
         # What the engine keeps by node between versions (fixdev.engine.spans,
         # fixdev.engine.rule's index): emptied with the pieces.
         self.by_node: dict[tuple, object] = {}
+        self._characters = 0  # the text of the pieces kept
         self.parsed = 0  # pieces parsed (the rest were reused): for tests and benchmarks
         self.checked_whole = 0  # modules whose code was generated whole to check it: for tests
         self.last: cst.Module | None = None  # the last module put together: its code is the text it was put together from
@@ -70,7 +75,8 @@ class ParseCache:
         if cuts is None:
             return None
         pieces = [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
-        if len(self._pieces) > _LIMIT:
+        if len(self._pieces) > _LIMIT or self._characters > _CHARACTERS:
+            self._characters = 0
             self._pieces.clear()
             self._joined.clear()
             self.by_node.clear()
@@ -88,6 +94,7 @@ class ParseCache:
                 entry = (module, module.code == piece)
                 if piece not in seen:
                     self._pieces[piece] = entry
+                    self._characters += len(piece)
             else:
                 entry = (*entry, True)  # (module, code is the piece, kept): its joins may be kept too
             seen.add(piece)
