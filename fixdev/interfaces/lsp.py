@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 from dataclasses import dataclass
@@ -420,6 +421,9 @@ def serve() -> None:
                 return
             try:
                 params = document_diagnostics(uri, text, version)
+            except Exception:  # noqa: BLE001 - on the loop's thread pygls would have logged it; a worker's future would keep it unseen
+                on_loop(server.window_log_message, lsp.LogMessageParams(type=lsp.MessageType.Error, message=f"fixdev: {uri}: internal error\n{traceback.format_exc()}"))
+                return
             finally:
                 frozen()
             on_loop(send, params)
