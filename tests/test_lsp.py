@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -450,6 +451,36 @@ def test_a_burst_of_changes_is_analysed_once_for_its_last_version(tmp_path):
         # nothing more was waiting: the next message is the answer to this request
         request_id = client.send("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
         assert client.receive().get("id") == request_id
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
+
+
+def test_a_result_for_an_older_version_is_never_sent_after_a_newer_one(tmp_path):
+    """The analysis runs beside the server's event loop: a change that comes
+    while an older text is analysed is read at once, and the older text's
+    diagnostics, ready after it, are dropped, not sent as the document's."""
+    uri = (tmp_path / "train.py").as_uri()
+    # long enough that its analysis is still running when the next change comes
+    body = "".join(f"def f{i}(x):\n    y = torch.ones(x.shape)\n    return x * y + {i}\n\n\n" for i in range(400))
+    base = "import torch\n\n\n" + body
+    client, _ = start_session(tmp_path)
+    try:
+        open_document(client, uri, base)
+
+        def change(version: int, text: str) -> None:
+            client.send("textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}, request=False)
+
+        change(2, base + "a = torch.zeros(2).cuda()\n")
+        time.sleep(0.3)  # past the debounce: version 2's analysis has begun
+        change(3, base + "a = torch.zeros(2).cuda()\nb = torch.zeros(2).cuda()\n")
+        sent = []
+        while not sent or sent[-1]["version"] != 3:
+            sent.append(client.wait_for(lambda m: m.get("method") == "textDocument/publishDiagnostics")["params"])
+        assert [p["version"] for p in sent] == [3]
+        assert sum(d["code"] == "FDV104" for d in sent[-1]["diagnostics"]) == 2
+        request_id = client.send("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+        assert client.receive().get("id") == request_id  # and nothing for version 2 came after
     finally:
         client.proc.kill()
         client.proc.wait(timeout=30)

@@ -261,6 +261,9 @@ class Engine:
         if tree is not None:
             budget.check(tree, text)  # before libcst's tree, which takes most of a file's memory
         module = _libcst_parse(text, cpython_error, tree)
+        cache = reparse.active()
+        if cache is not None and cache.last is module:
+            shared["code"] = parseable_text(text)  # put together from pieces, checked to be the text: no generation needed
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         context = RuleContext(module=module, text=text, wrapper=wrapper, options=self.options, shared=shared, project=project, tree=tree)
         visitors = [rule(context) for rule in rules]

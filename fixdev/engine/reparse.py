@@ -38,6 +38,10 @@ _ACTIVE: ContextVar["ParseCache | None"] = ContextVar("fixdev_parse_cache", defa
 # Beyond this many pieces kept, the cache starts over (an editor's file is
 # small; a cache must not grow with every version of every file ever open).
 _LIMIT = 20_000
+# Nor hold more text than this, counted over the pieces kept: each version of
+# an edited statement is a piece, and libcst's tree takes some 500 bytes a
+# character (a keystroke in a 700-line function keeps another 15 MB).
+_CHARACTERS = 1_000_000
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
@@ -46,8 +50,20 @@ class ParseCache:
     versions of the documents an editor has open."""
 
     def __init__(self) -> None:
-        self._pieces: dict[str, cst.Module] = {}
+        # each piece's tree, and whether its code is the piece (checked once, when parsed)
+        self._pieces: dict[str, tuple[cst.Module, bool]] = {}
+        # A piece's first statement with the footer of the piece before it as
+        # its leading lines, by the two pieces' texts: the same node from one
+        # version to the next, so that what is kept by node (spans, the
+        # index's walk) serves again.
+        self._joined: dict[tuple[str, str], cst.CSTNode] = {}
+        # What the engine keeps by node between versions (fixdev.engine.spans,
+        # fixdev.engine.rule's index): emptied with the pieces.
+        self.by_node: dict[tuple, object] = {}
+        self._characters = 0  # the text of the pieces kept
         self.parsed = 0  # pieces parsed (the rest were reused): for tests and benchmarks
+        self.checked_whole = 0  # modules whose code was generated whole to check it: for tests
+        self.last: cst.Module | None = None  # the last module put together: its code is the text it was put together from
 
     def parse(self, text: str, tree: ast.Module) -> cst.Module | None:
         """The module of ``text`` (libcst's parseable text: no lone CRs), or
@@ -59,45 +75,76 @@ class ParseCache:
         if cuts is None:
             return None
         pieces = [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
-        if len(self._pieces) > _LIMIT:
+        if len(self._pieces) > _LIMIT or self._characters > _CHARACTERS:
+            self._characters = 0
             self._pieces.clear()
+            self._joined.clear()
+            self.by_node.clear()
         seen: set[str] = set()
         modules = []
         for piece in pieces:
             # a piece twice in one text is parsed twice: no node may stand twice in one tree
-            module = self._pieces.get(piece) if piece not in seen else None
-            if module is None:
+            entry = self._pieces.get(piece) if piece not in seen else None
+            if entry is None:
                 try:
                     module = cst.parse_module(piece)
                 except (cst.ParserSyntaxError, RecursionError):
                     return None
                 self.parsed += 1
+                entry = (module, module.code == piece)
                 if piece not in seen:
-                    self._pieces[piece] = module
+                    self._pieces[piece] = entry
+                    self._characters += len(piece)
+            else:
+                entry = (*entry, True)  # (module, code is the piece, kept): its joins may be kept too
             seen.add(piece)
-            modules.append(module)
+            modules.append(entry)
         body: list[cst.CSTNode] = []
         carried: list[cst.EmptyLine] = []  # the previous piece's footer: the next statement's leading lines
-        for i, module in enumerate(modules):
+        default_indent, default_newline = _default_indent(text, tree, offset), _default_newline(text)
+        # Each piece's code was checked to be its text; joined, they are the
+        # text when every piece generates as in the module (the same indent
+        # and newline defaults) and each but the last ends its last line.
+        # Else the module's code is generated whole and compared.
+        exact = True
+        for i, (module, verified, *kept) in enumerate(modules):
             if i and module.header:
                 return None  # a piece starts at its statement: nothing may come before it
             statements = list(module.body)
             if not statements:
                 return None
+            exact = exact and verified and module.default_indent == default_indent and module.default_newline == default_newline
+            exact = exact and (i == len(modules) - 1 or module.has_trailing_newline)
             if carried:
-                first = statements[0]
-                statements[0] = first.with_changes(leading_lines=[*carried, *first.leading_lines])
+                statements[0] = self._join(pieces[i - 1], pieces[i], statements[0], carried, bool(kept) and modules[i - 1][2:] == (True,))
             body.extend(statements)
             carried = list(module.footer)
-        first, last = modules[0], modules[-1]
+        first, last = modules[0][0], modules[-1][0]
         assembled = cst.Module(
             body=body, header=first.header, footer=carried, encoding=first.encoding,
-            default_indent=_default_indent(text, tree, offset), default_newline=_default_newline(text),
+            default_indent=default_indent, default_newline=default_newline,
             has_trailing_newline=last.has_trailing_newline,
         )
-        if assembled.code != text:
-            return None
+        if not exact:
+            self.checked_whole += 1
+            if assembled.code != text:
+                return None
+        self.last = assembled
         return assembled
+
+    def _join(self, before: str, piece: str, statement: cst.CSTNode, carried: list, kept: bool) -> cst.CSTNode:
+        """``statement`` (the first of ``piece``) with ``carried`` (the footer
+        of the piece ``before`` it) as its first leading lines; made once for
+        two kept pieces and reused (a piece parsed anew gets a new node)."""
+        key = (before, piece)
+        if kept:
+            joined = self._joined.get(key)
+            if joined is not None:
+                return joined
+        joined = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])
+        if kept:
+            self._joined[key] = joined
+        return joined
 
 
 def _cuts(text: str, tree: ast.Module, offset) -> list[int] | None:

@@ -22,6 +22,7 @@ from libcst import BatchableCSTVisitor
 from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvider, QualifiedNameSource
 from libcst.metadata import ByteSpanPositionProvider
 
+from fixdev.engine import reparse
 from fixdev.engine.findings import SAFE, UNSAFE, Edit, Finding, Fix  # noqa: F401 - rules build these
 from fixdev.engine.source import line_start
 from fixdev.engine.spans import StatementSpans, char_spans, inside_block
@@ -115,45 +116,29 @@ class FileIndex:
         self.classes: list[cst.ClassDef] = []
         self.names: set[str] = set()  # every name used as a variable (not x.attr, not keyword=)
         parents = self.parents
-        stack: list[cst.CSTNode] = [module]
-        order = self.order
-        # Exact-type lookups throughout: libcst nodes are ABCs, and isinstance
-        # on an ABC costs more here than all the rest of the walk.
-        while stack:
-            node = stack.pop()
-            order.append(node)
-            node_type = type(node)
-            if node_type not in _LEAVES:
-                children = child_nodes(node)
-                for child in children:
-                    parents[child] = node
-                stack.extend(children)
-            kind = _BINDINGS.get(node_type)
-            if kind is None:
-                continue
-            if kind == "name":
-                # ``x.device`` and ``f(device=...)`` do not use ``device`` as a variable
-                parent = parents.get(node)
-                if not ((type(parent) is cst.Attribute and parent.attr is node) or (type(parent) is cst.Arg and parent.keyword is node)):
-                    self.names.add(node.value)
-            elif kind == "class":
-                self.classes.append(node)
-                self.rebound.add(node.name.value)
-            elif kind == "import":
-                statement = parents.get(node)
-                self._imports(node, parents.get(statement) is module, _in_a_scope(node, parents))
-            elif kind == "def":
-                self.rebound.add(node.name.value)
-            elif kind == "target":
-                target = getattr(node, "target", None) or getattr(node, "name", None)
-                if target is not None and type(parents.get(node)) is not cst.ImportAlias:
-                    self.rebound.update(n.value for n in _names_in(target))
-            elif kind == "scope":
-                self.rebound.update(item.name.value for item in node.names)
-            elif kind == "match" and getattr(node, "name", None) is not None:
-                self.rebound.add(node.name.value)
-            elif kind == "rest" and node.rest is not None:
-                self.rebound.add(node.rest.value)
+        parents_update, order, names, rebound, classes = parents.update, self.order, self.names, self.rebound, self.classes
+        order.append(module)
+        cache = reparse.active()
+        # The walk is depth first, last child first: each top-level statement's
+        # nodes come together, the last statement's first. Each statement's
+        # walk is its own (_walk), kept by the statement's node within
+        # ``reparse.reusing`` (an editor's next version holds the same nodes
+        # for the statements it did not change), and replayed here in order.
+        for statement in reversed(child_nodes(module)):
+            key = ("index", statement)
+            part = cache.by_node.get(key) if cache is not None else None
+            if part is None:
+                part = _walk(statement)
+                if cache is not None:
+                    cache.by_node[key] = part
+            parents_update(part.parents)
+            parents[statement] = module
+            order.extend(part.order)
+            names.update(part.names)
+            rebound.update(part.rebound)
+            classes.extend(part.classes)
+            for node, top_level, scoped in part.imports:
+                self._imports(node, top_level, scoped)
 
     def _imports(self, node: cst.Import | cst.ImportFrom, top_level: bool, scoped: bool) -> None:
         if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
@@ -216,6 +201,70 @@ class FileIndex:
         # more than all the rules on a large file.
         (target,) = targets
         return {".".join([target, *attributes])} if target else set()
+
+
+class _Part:
+    """One top-level statement's share of a ``FileIndex``: the parents of
+    the nodes below it (itself as the child of ``_ROOT``), its nodes in the
+    walk's order, and what they bind and use, in the order the walk met them."""
+
+    __slots__ = ("parents", "order", "names", "rebound", "classes", "imports")
+
+    def __init__(self) -> None:
+        self.parents: dict[cst.CSTNode, object] = {}
+        self.order: list[cst.CSTNode] = []
+        self.names: list[str] = []
+        self.rebound: list[str] = []
+        self.classes: list[cst.ClassDef] = []
+        self.imports: list[tuple[cst.CSTNode, bool, bool]] = []  # (import, at the top level, in a function or class)
+
+
+_ROOT = object()  # the module, above a statement walked alone
+
+
+def _walk(statement: cst.CSTNode) -> _Part:
+    part = _Part()
+    parents, order, names, rebound = part.parents, part.order, part.names, part.rebound
+    parents[statement] = _ROOT
+    stack: list[cst.CSTNode] = [statement]
+    # Exact-type lookups throughout: libcst nodes are ABCs, and isinstance
+    # on an ABC costs more here than all the rest of the walk.
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        node_type = type(node)
+        if node_type not in _LEAVES:
+            children = child_nodes(node)
+            for child in children:
+                parents[child] = node
+            stack.extend(children)
+        kind = _BINDINGS.get(node_type)
+        if kind is None:
+            continue
+        if kind == "name":
+            # ``x.device`` and ``f(device=...)`` do not use ``device`` as a variable
+            parent = parents.get(node)
+            if not ((type(parent) is cst.Attribute and parent.attr is node) or (type(parent) is cst.Arg and parent.keyword is node)):
+                names.append(node.value)
+        elif kind == "class":
+            part.classes.append(node)
+            rebound.append(node.name.value)
+        elif kind == "import":
+            line = parents.get(node)
+            part.imports.append((node, parents.get(line) is _ROOT, _in_a_scope(node, parents)))
+        elif kind == "def":
+            rebound.append(node.name.value)
+        elif kind == "target":
+            target = getattr(node, "target", None) or getattr(node, "name", None)
+            if target is not None and type(parents.get(node)) is not cst.ImportAlias:
+                rebound.extend(n.value for n in _names_in(target))
+        elif kind == "scope":
+            rebound.extend(item.name.value for item in node.names)
+        elif kind == "match" and getattr(node, "name", None) is not None:
+            rebound.append(node.name.value)
+        elif kind == "rest" and node.rest is not None:
+            rebound.append(node.rest.value)
+    return part
 
 
 def _in_a_scope(node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:

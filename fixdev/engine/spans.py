@@ -25,6 +25,7 @@ from typing import Callable, Mapping
 import libcst as cst
 from libcst.metadata import ByteSpanPositionProvider, CodeSpan
 
+from fixdev.engine import reparse
 from fixdev.engine.source import CPythonPositions, line_start, parseable_text
 
 
@@ -226,22 +227,14 @@ class StatementSpans:
             return True
         if not self._index() or statement not in self._starts:
             return False
-        stub_body = cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])], header=statement.body.header, indent=statement.body.indent)
-        changes = {"body": stub_body}
-        if getattr(statement, "orelse", None) is not None:
-            changes["orelse"] = None
-        try:
-            stub = statement.with_changes(**changes)
-        except cst.CSTValidationError:
-            return False
-        generated = self._generate(statement, stub)
+        generated = self._generate(statement, header=True)
         if generated is None:
             return False
-        code, spans, shift, first, made = generated
-        end = spans[stub_body].start  # just after the header's colon
+        code, spans, shift, first, made, stub = generated
+        end = spans[stub.body].start  # just after the header's colon
         if code[first:end] != self._source()[first + shift : end + shift]:
             return False
-        self._record(spans, made | {stub, stub_body}, shift, first, end)
+        self._record(spans, made, shift, first, end)
         self._headers.add(statement)
         return True
 
@@ -251,10 +244,10 @@ class StatementSpans:
             return True
         if not self._index() or statement not in self._starts:
             return False
-        generated = self._generate(statement, statement)
+        generated = self._generate(statement)
         if generated is None:
             return self._disagree()
-        code, spans, shift, first, made = generated
+        code, spans, shift, first, made, _ = generated
         # The text checked: the statement's, from its first decorator to the
         # end of its last line (a trailing comment, the line break; none at
         # the end of a file without a last line break). Nodes outside it
@@ -268,29 +261,34 @@ class StatementSpans:
         self._done.add(statement)
         return True
 
-    def _generate(self, statement: cst.CSTNode, shown: cst.CSTNode) -> tuple | None:
-        """``shown`` (``statement`` itself, or its header with a stub body)
-        generated alone, indented as ``statement`` stands: its code, the char
-        spans of its nodes, the shift from them to the text's offsets, where
-        its text starts (its first decorator), and the nodes made around it;
-        None where its indent is not one libcst takes. ``statement`` is indexed."""
+    def _generate(self, statement: cst.CSTNode, header: bool = False) -> tuple | None:
+        """``statement`` (or, with ``header``, its header with a stub body)
+        generated alone, indented as it stands: its code, the char spans of
+        its nodes, the shift from them to the text's offsets, where its text
+        starts (its first decorator), the nodes made around it (the stub
+        among them) and the statement shown (the stub); None where that cannot be made (an indent libcst does
+        not take). ``statement`` is indexed.
+
+        The generation depends on the statement's nodes, its indent and the
+        module's defaults only, not on where it stands: within
+        ``reparse.reusing`` (the language server) it is kept by them for the
+        next version of the text, whose unchanged statements are the same
+        nodes. The caller checks its code against the text either way."""
         text = self._context.text
         start = self._starts[statement]
         indent = text[line_start(text, start) : start]
         module = self._context.module
-        try:
-            if indent.strip(" \t"):
-                raise cst.CSTValidationError("not an indent")
-            body = inside_block(shown, indent) if indent else shown
-            alone = cst.Module(body=[body], header=(), footer=(), default_indent=module.default_indent, default_newline=module.default_newline)
-        except cst.CSTValidationError:
+        cache = reparse.active()
+        key = ("generated", statement, header, indent, module.default_indent, module.default_newline)
+        found = cache.by_node.get(key) if cache is not None else None
+        if found is None:
+            found = _generated(statement, header, indent, module.default_indent, module.default_newline)
+            if cache is not None:
+                cache.by_node[key] = found
+        if found is _NOT_MADE:
             return None
-        code = alone.code
-        spans = char_spans(code, MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider))
-        own = spans[shown]
-        first = spans[shown.decorators[0]].start if getattr(shown, "decorators", None) else own.start
-        made = {alone} if body is shown else {alone, body, body.body}  # the module and block around it
-        return code, spans, start - own.start, first, made
+        code, spans, own_start, first, made, shown = found
+        return code, spans, start - own_start, first, made, shown
 
     def _record(self, spans: Mapping[cst.CSTNode, CodeSpan], made: set, shift: int, first: int, last: int) -> None:
         """Keep the spans of the nodes within ``[first, last)`` of the generated
@@ -316,6 +314,39 @@ class StatementSpans:
         then checks against the text)."""
         self.whole = True
         return self._whole_file()
+
+
+_NOT_MADE = ()  # a statement _generated cannot show alone (kept as such too)
+
+
+def _generated(statement: cst.CSTNode, header: bool, indent: str, default_indent: str, default_newline: str) -> tuple:
+    """``StatementSpans._generate``'s work, from the statement and how it is
+    indented: (code, spans, where the shown statement starts in the code,
+    where its text starts, the nodes made around it, the statement shown),
+    or ``_NOT_MADE``."""
+    try:
+        if header:
+            stub_body = cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])], header=statement.body.header, indent=statement.body.indent)
+            changes = {"body": stub_body}
+            if getattr(statement, "orelse", None) is not None:
+                changes["orelse"] = None
+            shown = statement.with_changes(**changes)
+        else:
+            shown = statement
+        if indent.strip(" \t"):
+            raise cst.CSTValidationError("not an indent")
+        body = inside_block(shown, indent) if indent else shown
+        alone = cst.Module(body=[body], header=(), footer=(), default_indent=default_indent, default_newline=default_newline)
+    except cst.CSTValidationError:
+        return _NOT_MADE
+    code = alone.code
+    spans = char_spans(code, MetadataWrapper(alone, unsafe_skip_copy=True).resolve(ByteSpanPositionProvider))
+    own = spans[shown]
+    first = spans[shown.decorators[0]].start if getattr(shown, "decorators", None) else own.start
+    made = {alone} if body is shown else {alone, body, body.body}  # the module and block around it
+    if header:
+        made |= {shown, shown.body}
+    return code, spans, own.start, first, frozenset(made), shown
 
 
 class _Disagree(Exception):

@@ -12,6 +12,10 @@ the text with the notebook as ``--apply`` would write it."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 from dataclasses import dataclass
 from functools import lru_cache
@@ -209,6 +213,15 @@ def serve() -> None:
     # then knows which text they are for.
     versions: dict[str, int] = {}
     editor = [EditorSettings()]  # replaced whole by each settings message
+    # A document's diagnostics after a change are made on a worker thread,
+    # off the event loop, which keeps reading the editor's messages: a
+    # result is sent only while its version is still the document's (one
+    # for an older text is dropped, never sent after a newer one's).
+    # Analyses take the lock: the caches above are shared.
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fixdev-analysis")
+    lock = threading.RLock()
+    loop_thread = threading.current_thread()
+    loop: list[asyncio.AbstractEventLoop] = []  # the server's, once running
 
     def configure(options: Any) -> bool:
         """Take the editor's settings; on bad ones keep the last good ones and
@@ -218,7 +231,8 @@ def serve() -> None:
         except EditorSettingsError as exc:
             server.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"fixdev: {exc}"))
             return False
-        results.clear()  # analysed under the old settings
+        with lock:
+            results.clear()  # analysed under the old settings
         return True
 
     def encoding() -> str:
@@ -255,7 +269,14 @@ def serve() -> None:
         return force_excluded(path, anchor)
 
     def warn(path: Path, error: str) -> None:
-        server.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"fixdev: {path}: {error}"))
+        on_loop(server.window_log_message, lsp.LogMessageParams(type=lsp.MessageType.Warning, message=f"fixdev: {path}: {error}"))
+
+    def on_loop(send, *args) -> None:
+        """``send(*args)`` on the event loop's thread (messages go out from there only)."""
+        if threading.current_thread() is loop_thread or not loop:
+            send(*args)
+        else:
+            loop[0].call_soon_threadsafe(send, *args)
 
     def checked(path: Path, result: FileResult) -> FileResult | None:
         for cell_error in result.cell_errors:
@@ -269,20 +290,24 @@ def serve() -> None:
         """The result for a document, None when there is nothing to show (an
         excluded file, an error told in the log). A syntax error is kept: it
         is shown as a diagnostic, as Ruff shows one."""
+        return analyse_text(uri, text_of(uri), mode)
+
+    def analyse_text(uri: str, text: str, mode: Mode) -> FileResult | None:
+        """``analyse`` of a given text of ``uri`` (the worker's, taken on the loop)."""
         path = path_of(uri)
         if excluded(path):
             return None
-        text = text_of(uri)
-        cached = results.get((uri, mode))
-        if cached is not None and cached[0] == text:
-            return cached[1]
-        path = path or Path("untitled.py")
-        with reusing(pieces):
-            result = process_text(path, Source.from_text(text), mode, editor[0].overrides(path))
-        if not (result.error and result.syntax_error is not None and not is_notebook(path)):
-            result = checked(path, result)
-        results[(uri, mode)] = (text, result)
-        return result
+        with lock:
+            cached = results.get((uri, mode))
+            if cached is not None and cached[0] == text:
+                return cached[1]
+            path = path or Path("untitled.py")
+            with reusing(pieces):
+                result = process_text(path, Source.from_text(text), mode, editor[0].overrides(path))
+            if not (result.error and result.syntax_error is not None and not is_notebook(path)):
+                result = checked(path, result)
+            results[(uri, mode)] = (text, result)
+            return result
 
     def notebook_of(uri: str):
         """The notebook document ``uri`` names, or the one holding cell ``uri``."""
@@ -307,7 +332,7 @@ def serve() -> None:
         if not is_notebook(path):
             path = path.with_name(path.name + ".ipynb")
         source = Source.from_text(synthetic([(kind, cell.text) for kind, cell in cells]))
-        with reusing(pieces):
+        with lock, reusing(pieces):
             result = checked(path, process_text(path, source, mode, editor[0].overrides(path)))
         return _Placement(notebook.uri, source.text, result, [cell for _, cell in cells]) if result else None
 
@@ -358,11 +383,56 @@ def serve() -> None:
             diagnostics = [diagnostic(text, finding, start, end) for finding, (_, _, start, end) in placed(placement(uri, Mode.CHECK))]
             server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
             return
-        result = analyse(uri, Mode.CHECK)
+        server.text_document_publish_diagnostics(document_diagnostics(uri, text, versions.get(uri)))
+
+    def document_diagnostics(uri: str, text: str, version: int | None):
+        result = analyse_text(uri, text, Mode.CHECK)
         diagnostics = [diagnostic(text, f) for f in result.findings] if result else []
         if result is not None and result.syntax_error is not None:
             diagnostics.append(syntax_diagnostic(text, result.syntax_error))
-        server.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=versions.get(uri)))
+        return lsp.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
+
+    analysed = [0]
+
+    def frozen() -> None:
+        """After an analysis, what it made and keeps for the next version
+        (the parsed statements) is moved out of the cycle collector's walks
+        (``gc.freeze``): made while the engine had the collector paused, it
+        was all still young, and each collection walked it again; a full
+        one, over every kept tree, took hundreds of milliseconds. Objects
+        frozen are still freed by reference counting; every 500th analysis
+        unfreezes them so that cycles among them are collected too."""
+        analysed[0] += 1
+        if analysed[0] % 500 == 0:
+            gc.unfreeze()
+            gc.collect()
+        gc.freeze()
+
+    def publish_in_worker(uri: str) -> None:
+        """``publish`` of a plain document, its analysis on the worker thread;
+        the result is sent only if the document still has that text and version."""
+        text, version = texts[uri], versions.get(uri)
+
+        def current() -> bool:
+            return texts.get(uri) == text and versions.get(uri) == version
+
+        def work() -> None:
+            if not current():  # a newer change came while this waited: its own timer is set
+                return
+            try:
+                params = document_diagnostics(uri, text, version)
+            except Exception:  # noqa: BLE001 - on the loop's thread pygls would have logged it; a worker's future would keep it unseen
+                on_loop(server.window_log_message, lsp.LogMessageParams(type=lsp.MessageType.Error, message=f"fixdev: {uri}: internal error\n{traceback.format_exc()}"))
+                return
+            finally:
+                frozen()
+            on_loop(send, params)
+
+        def send(params) -> None:
+            if current():
+                server.text_document_publish_diagnostics(params)
+
+        worker.submit(work)
 
     def placed(found: _Placement | None):
         """(finding, (uri, text, start, end)) for each finding that has a place."""
@@ -451,10 +521,14 @@ def serve() -> None:
 
         def fire() -> None:
             waiting.pop(uri, None)
-            if uri in texts or notebook_of(uri) is not None:
+            if uri in texts and notebook_of(uri) is None and not is_notebook(Path(uri)):
+                publish_in_worker(uri)
+            elif uri in texts or notebook_of(uri) is not None:
                 publish(uri)
 
-        waiting[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_SECONDS, fire)
+        if not loop:
+            loop.append(asyncio.get_running_loop())
+        waiting[uri] = loop[0].call_later(DEBOUNCE_SECONDS, fire)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: lsp.DidChangeTextDocumentParams) -> None:
