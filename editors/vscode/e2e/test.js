@@ -16,11 +16,9 @@ const { chromium } = require("playwright-core");
 
 const [url, run, python] = process.argv.slice(2);
 const file = path.join(run, "workspace", "train.py");
-const notebook = path.join(run, "workspace", "train.ipynb");
 const began = Date.now();
 /** A step's line, with the seconds since the test began. */
 const step = (what) => console.log(`[${((Date.now() - began) / 1000).toFixed(1)} s] ${what}`);
-const original = fs.readFileSync(path.join(__dirname, "workspace", "train.ipynb"), "utf8");
 
 /** The Problems panel, opened (Control+Shift+M toggles it: pressed only
  * when it is not shown). */
@@ -116,35 +114,46 @@ function cellTexts(text) {
 
 const sourceOf = (cell) => (Array.isArray(cell.source) ? cell.source.join("") : cell.source);
 
-async function notebookPart(page) {
+async function notebookPart(page, name) {
+  const notebook = path.join(run, "workspace", name);
+  const original = fs.readFileSync(path.join(__dirname, "workspace", name), "utf8");
   // What `fixdev --apply` writes for the notebook: the cells a save must give.
   const oracle = path.join(run, "oracle");
-  fs.mkdirSync(oracle);
-  fs.writeFileSync(path.join(oracle, "train.ipynb"), original);
-  execFileSync(python, ["-m", "fixdev", "--apply", path.join(oracle, "train.ipynb")], { stdio: "ignore" });
-  const applied = fs.readFileSync(path.join(oracle, "train.ipynb"), "utf8");
+  fs.mkdirSync(oracle, { recursive: true });
+  fs.writeFileSync(path.join(oracle, name), original);
+  execFileSync(python, ["-m", "fixdev", "--apply", path.join(oracle, name)], { stdio: "ignore" });
+  const applied = fs.readFileSync(path.join(oracle, name), "utf8");
   const wanted = JSON.parse(applied).cells.map(sourceOf);
   const before = JSON.parse(original).cells.map(sourceOf);
   const changed = wanted.map((source, i) => source !== before[i]);
   console.log(`fixdev --apply changes cells ${changed.flatMap((c, i) => (c ? [i + 1] : [])).join(", ")} of ${before.length}`);
 
-  step("opening train.ipynb");
-  await page.locator(".explorer-folders-view").getByText("train.ipynb").click();
-  await page.waitForSelector(".notebook-editor .cell-editor-container .monaco-editor", { timeout: 60000 });
+  step(`opening ${name}`);
+  await page.locator(".explorer-folders-view").getByText(name).click();
+  // The notebook editor shown (another notebook's may stay in the page, hidden).
+  const editor = page.locator(".notebook-editor").filter({ visible: true });
+  await editor.locator(".cell-editor-container .monaco-editor").first().waitFor({ timeout: 60000 });
   const problems = await problemsPanel(page);
   await problems.getByText("FDV102").first().waitFor({ timeout: 90000 });
   await problems.getByText("FDV104").first().waitFor({ timeout: 10000 });
-  step("the notebook's diagnostics listed");
-  console.log("Problems panel with the notebook open:\n" + (await problems.innerText()));
-  // The squiggles in the cells' editors.
-  const marked = await page.locator(".notebook-editor .cell-editor-container .squiggly-warning").count();
-  console.log(`Squiggles in the notebook's cells: ${marked}`);
-  if (marked < 2) throw new Error(`expected squiggles in two cells, saw ${marked}`);
-  await page.screenshot({ path: path.join(run, "notebook-diagnostics.png") });
+  step(`${name}'s diagnostics listed`);
+  console.log(`Problems panel with ${name} open:\n` + (await problems.innerText()));
+  // The squiggles in the cells' editors (the page tall enough to show every
+  // cell: the notebook renders only the cells in view).
+  const squiggled = editor.locator(".cell-editor-container").filter({ has: page.locator(".squiggly-warning") });
+  let marked = [];
+  for (let tries = 0; tries < 20 && marked.length < 2; tries++) {
+    if (tries) await page.waitForTimeout(500);
+    marked = await squiggled.locator(".view-lines").allInnerTexts();
+  }
+  marked = marked.map((text) => text.replace(/\s+/g, " ").trim());
+  console.log(`Squiggles in ${marked.length} cells: ${marked.map((t) => JSON.stringify(t)).join(", ")}`);
+  if (marked.length !== 2) throw new Error(`expected squiggles in two cells, saw ${marked.length}`);
+  await page.screenshot({ path: path.join(run, name.replace(".ipynb", "-diagnostics.png")) });
 
   // Save the notebook (focus in its first cell): notebook.codeActionsOnSave
   // asks for notebook.source.fixAll.fixdev once, for the notebook.
-  await page.locator(".notebook-editor .cell-editor-container .monaco-editor").first().click();
+  await editor.locator(".cell-editor-container .monaco-editor").first().click();
   await page.keyboard.press("Escape"); // the cell selected, not in edit mode
   step("saving the notebook");
   await page.keyboard.press("Control+S");
@@ -154,10 +163,10 @@ async function notebookPart(page) {
     text = fs.readFileSync(notebook, "utf8");
     await page.waitForTimeout(500);
   }
-  step(text === original ? "the notebook on disk unchanged after 30 s" : "the notebook on disk changed");
+  step(text === original ? `${name} on disk unchanged after 30 s` : `${name} on disk changed`);
   await page.waitForTimeout(3000); // a second application, if any, would come now
   text = fs.readFileSync(notebook, "utf8");
-  console.log("train.ipynb on disk after the save:\n" + text);
+  console.log(`${name} on disk after the save:\n` + text);
 
   let saved;
   try {
@@ -190,8 +199,8 @@ async function notebookPart(page) {
   }
   console.log(`Cells ${untouched.map((i) => i + 1).join(", ")} byte-identical; the saved file ${text === applied ? "equals" : "differs from"} fixdev --apply's`);
 
-  await cleared(page, /FDV10[24]/, "in the notebook after the save");
-  step("the notebook's diagnostics cleared");
+  await cleared(page, /FDV10[24]/, `in ${name} after the save`);
+  step(`${name}'s diagnostics cleared`);
 }
 
 async function main() {
@@ -204,8 +213,11 @@ async function main() {
     step("workbench shown");
     await script(page);
     console.log("PASS: the script");
-    await notebookPart(page);
-    console.log("PASS: the notebook");
+    // A notebook that opens with a code cell: VS Code asks the notebook's
+    // code actions on save of the first cell only (microsoft/vscode#216653).
+    await page.setViewportSize({ width: 1400, height: 1300 });
+    await notebookPart(page, "train.ipynb");
+    console.log("PASS: train.ipynb");
   } catch (error) {
     await page.screenshot({ path: path.join(run, "failure.png") }).catch(() => {});
     throw error;
