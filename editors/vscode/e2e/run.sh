@@ -10,8 +10,11 @@ REPO="$(cd "$HERE/../../.." && pwd)"
 PYTHON="${1:-$REPO/.venv/bin/python}"
 RUN="$HERE/.run"
 rm -rf "$RUN" && mkdir -p "$RUN"
+BEGAN=$(date +%s)
+took() { echo "run.sh: $1 ($(($(date +%s) - BEGAN)) s)"; }
 (cd "$HERE/.." && sh scripts/package.sh >"$RUN/package.log" 2>&1) || { cat "$RUN/package.log"; exit 1; }
 VSIX="$(ls "$HERE"/../fixdev-*.vsix)"
+took "packaged $(basename "$VSIX")"
 CS="$HERE/.tools/node_modules/.bin/code-server"
 "$CS" --user-data-dir "$RUN/user" --extensions-dir "$RUN/ext" --install-extension "$VSIX"
 # A copy of the workspace: the test edits and saves its files.
@@ -20,6 +23,7 @@ cat >"$RUN/workspace/.vscode/settings.json" <<JSON
 {
   "fixdev.interpreter": "$PYTHON",
   "editor.codeActionsOnSave": { "source.fixAll.fixdev": "explicit" },
+  "notebook.codeActionsOnSave": { "notebook.source.fixAll.fixdev": "explicit" },
   "files.autoSave": "off"
 }
 JSON
@@ -35,4 +39,6 @@ PORT="${PORT:-18080}"
 SERVER=$!
 trap 'kill $SERVER' EXIT
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 1; done
-NODE_PATH="$HERE/.tools/node_modules" node "$HERE/test.js" "http://127.0.0.1:$PORT/?folder=$RUN/workspace" "$RUN"
+took "installed, code-server up on 127.0.0.1:$PORT"
+NODE_PATH="$HERE/.tools/node_modules" node "$HERE/test.js" "http://127.0.0.1:$PORT/?folder=$RUN/workspace" "$RUN" "$PYTHON"
+took "done"
