@@ -43,11 +43,17 @@ class DeviceError(RuntimeError):
 
     fixdev_device_error = True
 
+    def __reduce__(self):  # pickled (to another process) as the builtin it prints as
+        return RuntimeError, self.args
+
 
 class NumpyDeviceError(TypeError):
     """``.numpy()`` of a device tensor: a TypeError, as in PyTorch."""
 
     fixdev_device_error = True
+
+    def __reduce__(self):
+        return TypeError, self.args
 
 
 # A traceback prints them as PyTorch's own (``RuntimeError: ...``), so logs
@@ -87,6 +93,9 @@ def install(gpus: int = 1) -> None:
     mode = _build_mode(torch)()
     _patch_cuda(torch, gpus)
     _patch_threads()
+    from fixdev.gpu import workers
+
+    workers.install(torch, _patch, tag_of, _tag, trimmed)
     mode.__enter__()
     _STATE.mode = mode
 
