@@ -72,7 +72,7 @@ if __name__ == "__main__":
         print(batch.device)
 """
 
-CONTEXTS = ["spawn", "forkserver"]
+CONTEXTS = ["spawn", "forkserver", "fork"]  # fork: the worker inherits the runtime; its error must still cross back
 
 
 def run(fixdev, tmp_path, source: str, *argv: str, gpus: str = "1"):
