@@ -93,9 +93,10 @@ def install(gpus: int = 1) -> None:
     mode = _build_mode(torch)()
     _patch_cuda(torch, gpus)
     _patch_threads()
-    from fixdev.gpu import workers
+    from fixdev.gpu import limits, workers
 
     workers.install(torch, _patch, tag_of, _tag, trimmed)
+    limits.install(torch, _patch)
     mode.__enter__()
     _STATE.mode = mode
 
