@@ -3,10 +3,11 @@
 The module is built on the CPU (with ``torch.cuda.is_available()`` saying
 yes, as on the GPU machine), moved with its inputs to the fake CUDA device of
 ``fakegpu.py``, and its ``forward`` is run (``--train``: in train mode, then
-a loss and ``backward`` where the fake device allows). A device error is
+a loss and ``backward`` where the fake device allows; ``--real``: on the
+virtual GPU of ``runtime.py`` instead, with values; ``--input-from``: the
+inputs from the user's own function). A device error is
 shown as torch shows it, at the user's line, and then as ``--traceback``
-explains it, fix included. This module and ``pytest_plugin.py`` are the only
-parts of fixdev that import torch, and only when used.
+explains it, fix included. torch is imported only when a probe runs.
 """
 
 from __future__ import annotations
