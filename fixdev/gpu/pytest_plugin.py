@@ -100,6 +100,15 @@ def fake_gpu(request):
     ``fixdev --run``, with values, ``backward`` and ``.item()``; it needs no
     compiler. Under ``pytest --fixdev-gpu`` every call is on that virtual
     GPU, already installed. Build modules before the first call."""
+    from fixdev.gpu import fakegpu
+
+    try:
+        import torch  # noqa: F401 - both GPUs need it: said at setup, the test does not run
+    except ImportError:
+        try:
+            fakegpu.require()
+        except fakegpu.FakeGpuUnavailable as exc:
+            pytest.fail(f"fake_gpu: {exc}", pytrace=False)
     stack = contextlib.ExitStack()
     entered = False
     suite_wide = request.config.getoption("fixdev_gpu", False)
@@ -108,15 +117,10 @@ def fake_gpu(request):
         if suite_wide:
             return
         if real:
-            try:
-                from fixdev.gpu.runtime import virtual_gpu
+            from fixdev.gpu.runtime import virtual_gpu
 
-                stack.enter_context(virtual_gpu(gpus=1))
-            except ImportError as exc:
-                pytest.fail(f"fake_gpu(real=True) needs torch ({exc})", pytrace=False)
+            stack.enter_context(virtual_gpu(gpus=1))
             return
-        from fixdev.gpu import fakegpu
-
         try:
             fakegpu.require()
         except fakegpu.FakeGpuUnavailable as exc:
