@@ -3,10 +3,11 @@
 The module is built on the CPU (with ``torch.cuda.is_available()`` saying
 yes, as on the GPU machine), moved with its inputs to the fake CUDA device of
 ``fakegpu.py``, and its ``forward`` is run (``--train``: in train mode, then
-a loss and ``backward`` where the fake device allows). A device error is
+a loss and ``backward`` where the fake device allows; ``--real``: on the
+virtual GPU of ``runtime.py`` instead, with values; ``--input-from``: the
+inputs from the user's own function). A device error is
 shown as torch shows it, at the user's line, and then as ``--traceback``
-explains it, fix included. This module and ``pytest_plugin.py`` are the only
-parts of fixdev that import torch, and only when used.
+explains it, fix included. torch is imported only when a probe runs.
 """
 
 from __future__ import annotations
@@ -166,36 +167,117 @@ def _loss(output: Any, torch: Any) -> Any:
     return sum(t.float().sum() for t in tensors)
 
 
+def parse_input_from(text: str) -> tuple[str, str]:
+    """``loaders:batch`` (a module importable from here) or
+    ``data/loaders.py:batch`` (a file) → (module or file, function)."""
+    where, sep, function = text.rpartition(":")
+    if not sep or not where or not function.isidentifier():
+        raise ProbeError(f"--input-from takes MODULE:FUNCTION (loaders:sample_batch or loaders.py:sample_batch), not {text!r}")
+    return where, function
+
+
 def run(spec: str, inputs: Sequence[str], init: str | None, train: bool, mode: str, overrides, fmt: str, quiet: bool, exit_zero: bool,
-        color: bool, echo: Callable[..., None]) -> int:
-    """Probe one module and return the exit code."""
+        color: bool, echo: Callable[..., None], real: bool = False, input_from: str | None = None) -> int:
+    """Probe one module and return the exit code. ``real``: on the virtual
+    GPU of ``runtime.py`` instead of the fake (metadata-only) one;
+    ``input_from``: forward's inputs from the user's function instead of
+    random tensors of the ``inputs`` shapes."""
     try:
         path, name = parse_target(spec)
         shapes = [parse_input(text) for text in inputs]
-        if not shapes:
-            raise ProbeError("--probe needs at least one --input SHAPE (8,3,32,32), one per forward argument")
+        source = parse_input_from(input_from) if input_from is not None else None
+        if source is not None and shapes:
+            raise ProbeError("--input and --input-from: choose one (the shapes, or your function that makes the inputs)")
+        if not shapes and source is None:
+            raise ProbeError("--probe needs at least one --input SHAPE (8,3,32,32), one per forward argument, or --input-from MODULE:FUNCTION")
         args, kwargs = parse_init(init)
-        return _probe(path, name, shapes, args, kwargs, train, mode, overrides, fmt, quiet, exit_zero, color, echo)
+        return _probe(path, name, shapes, source, args, kwargs, train, real, mode, overrides, fmt, quiet, exit_zero, color, echo)
     except ProbeError as exc:
         echo(f"fixdev: error: {exc}", err=True)
         return 2
 
 
-def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, overrides, fmt: str, quiet: bool, exit_zero: bool,
-           color: bool, echo: Callable[..., None]) -> int:
+def _user_inputs(source: tuple[str, str], path: Path, torch: Any) -> tuple[list, dict]:
+    """What the user's function returns, as forward's arguments: a tensor
+    (one argument), a tuple or list (the positional arguments) or a mapping
+    (keyword arguments: a dict, a tokenizer's batch)."""
+    import importlib
+    from collections.abc import Mapping
+
+    where, function = source
+    try:
+        if where.endswith(".py") or Path(where).is_file():
+            if not Path(where).is_file():
+                raise ProbeError(f"--input-from {where}: no such file")
+            module = _load(Path(where))
+        else:
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            if str(path.resolve().parent) not in sys.path:
+                sys.path.insert(0, str(path.resolve().parent))
+            module = importlib.import_module(where)
+    except ProbeError:
+        raise
+    except Exception as exc:
+        raise ProbeError(f"--input-from {where}: importing it failed: {type(exc).__name__}: {exc}") from None
+    make = getattr(module, function, None)
+    if not callable(make):
+        raise ProbeError(f"--input-from: {where} has no function {function}")
+    try:
+        value = make()
+    except Exception as exc:
+        raise ProbeError(f"--input-from {where}:{function}() failed: {type(exc).__name__}: {exc}") from None
+    if isinstance(value, torch.Tensor):
+        return [value], {}
+    if isinstance(value, (tuple, list)):
+        return list(value), {}
+    if isinstance(value, Mapping) or (hasattr(value, "keys") and hasattr(value, "__getitem__")):
+        return [], {key: value[key] for key in value.keys()}
+    raise ProbeError(f"--input-from {where}:{function}() returned {type(value).__name__}: "
+                     "return a tensor, a tuple of forward's arguments or a dict of its keyword arguments")
+
+
+def _to_cuda(value: Any, torch: Any) -> Any:
+    """Tensors, also inside lists, tuples and dicts, moved to "cuda"."""
+    if isinstance(value, torch.Tensor):
+        return value.to("cuda")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cuda(item, torch) for item in value) if not hasattr(value, "_fields") else type(value)(*(_to_cuda(item, torch) for item in value))
+    if isinstance(value, dict):
+        return {key: _to_cuda(item, torch) for key, item in value.items()}
+    return value
+
+
+@contextlib.contextmanager
+def _virtual_gpu() -> Iterator[None]:
+    from fixdev.gpu.runtime import virtual_gpu
+
+    with virtual_gpu(gpus=1):
+        yield
+
+
+def _probe(path: Path, name: str, shapes, source, args, kwargs, train: bool, real: bool, mode: str, overrides, fmt: str, quiet: bool,
+           exit_zero: bool, color: bool, echo: Callable[..., None]) -> int:
     from fixdev.gpu import fakegpu
     from fixdev.diagnose import traceback as tracebacks
     from fixdev.diagnose.log import parse_log
 
-    try:
-        fakegpu.require()
-    except fakegpu.FakeGpuUnavailable as exc:
-        raise ProbeError(f"--probe: {exc}") from None
-    import torch
+    where = "the virtual GPU" if real else "a fake GPU"
+    if real:
+        try:
+            import torch
+        except ImportError:
+            raise ProbeError("--probe --real needs torch (install the torch build you use first)") from None
+    else:
+        try:
+            fakegpu.require()
+        except fakegpu.FakeGpuUnavailable as exc:
+            raise ProbeError(f"--probe: {exc} (--probe --real needs only torch)") from None
+        import torch
 
-    if not fakegpu._guard_built() and not quiet:
-        echo("fixdev: building the fake GPU's CUDA device guard (once per torch version, about 10 s)...", err=True)
-    fakegpu.load_guard()
+        if not fakegpu._guard_built() and not quiet:
+            echo("fixdev: building the fake GPU's CUDA device guard (once per torch version, about 10 s)...", err=True)
+        fakegpu.load_guard()
 
     def device_error(exc: BaseException, stage: str) -> int | None:
         """Report ``exc`` if it is a device error (exit code), else None."""
@@ -206,12 +288,23 @@ def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, 
         frame = _user_frame(exc, path)
         if fmt != "json":
             message = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            echo(f"{path.as_posix()}:{name}: {stage} fails on a fake GPU:\n{message}", err=to_err)
+            echo(f"{path.as_posix()}:{name}: {stage} fails on {where}:\n{message}", err=to_err)
             if frame is not None:
                 echo(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n    {(frame.line or "").strip()}\n', err=to_err)
         return tracebacks.run(log, [path], mode, overrides, fmt, quiet, exit_zero, color, echo, source="the probe")
 
-    with fakegpu.cuda_available():
+    # the virtual GPU is installed for the whole probe (building and the
+    # user's inputs see torch.cuda.is_available(), as on the GPU machine)
+    outer = _virtual_gpu() if real else contextlib.nullcontext()
+    with outer:
+        return _build_and_run(path, name, shapes, source, args, kwargs, train, real, where, device_error, torch, fakegpu, echo, fmt)
+
+
+def _build_and_run(path: Path, name: str, shapes, source, args, kwargs, train: bool, real: bool, where: str, device_error, torch: Any,
+                   fakegpu: Any, echo: Callable[..., None], fmt: str) -> int:
+    from fixdev.diagnose.log import parse_log
+
+    with contextlib.nullcontext() if real else fakegpu.cuda_available():
         try:
             module = _load(path)
             cls = getattr(module, name, None)
@@ -230,16 +323,21 @@ def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, 
                 return code
             raise ProbeError(f"building {path.as_posix()}:{name} failed: {type(exc).__name__}: {exc}{_where(exc, path)}") from None
     torch.manual_seed(0)
-    tensors = [torch.randn(shape).to(getattr(torch, dtype)) if dtype.startswith(("float", "bfloat")) else torch.zeros(shape, dtype=getattr(torch, dtype))
-               for shape, dtype in shapes]
+    if source is not None:
+        with contextlib.nullcontext() if real else fakegpu.cuda_available():
+            tensors, named = _user_inputs(source, path, torch)
+    else:
+        tensors = [torch.randn(shape).to(getattr(torch, dtype)) if dtype.startswith(("float", "bfloat")) else torch.zeros(shape, dtype=getattr(torch, dtype))
+                   for shape, dtype in shapes]
+        named = {}
     stage = "forward" if not train else "forward in train mode"
     note = ""
     try:
-        with fakegpu.fake_gpu(grad=train), quiet_fake_tensors():
+        with (torch.enable_grad() if train else torch.no_grad()) if real else fakegpu.fake_gpu(grad=train), quiet_fake_tensors():
             model.to("cuda")
             model.train(train)
-            moved = [t.to("cuda") for t in tensors]
-            output = model(*moved)
+            moved, moved_named = _to_cuda(tensors, torch), _to_cuda(named, torch)
+            output = model(*moved, **moved_named)
             if train:
                 stage = "the loss and backward"
                 loss = _loss(output, torch)
@@ -250,7 +348,7 @@ def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, 
                         loss.backward()
                         note = "; backward ran"
                     except Exception as exc:  # the fake device's limits, unless it is a device error
-                        if parse_log(as_log(exc, path)):
+                        if real or parse_log(as_log(exc, path)):
                             raise
                         note = f"; backward not checked: the fake GPU cannot run it ({type(exc).__name__})"
     except Exception as exc:
@@ -258,12 +356,13 @@ def _probe(path: Path, name: str, shapes, args, kwargs, train: bool, mode: str, 
         if code is not None:
             return code
         raise ProbeError(
-            f"the fake GPU could not run {stage} of {path.as_posix()}:{name}: {type(exc).__name__}: {exc}{_where(exc, path)}"
-            " (not a device error: check --input and --init)"
+            f"{'the virtual GPU' if real else 'the fake GPU'} could not run {stage} of {path.as_posix()}:{name}: {type(exc).__name__}: {exc}{_where(exc, path)}"
+            f" (not a device error: check {'--input-from' if source is not None else '--input'} and --init)"
         ) from None
     if fmt == "json":
         echo("[]")
     else:
-        count = f"{len(tensors)} input{'s' if len(tensors) != 1 else ''}"
-        echo(f"{path.as_posix()}:{name}: no device error on a fake GPU ({'train' if train else 'eval'} mode, {count}{note}).")
+        number = len(tensors) + len(named)
+        count = f"{number} input{'s' if number != 1 else ''}" + (f" from {source[0]}:{source[1]}" if source is not None else "")
+        echo(f"{path.as_posix()}:{name}: no device error on {where} ({'train' if train else 'eval'} mode, {count}{note}).")
     return 0

@@ -46,11 +46,17 @@ class DeviceError(RuntimeError):
 
     fixdev_device_error = True
 
+    def __reduce__(self):  # pickled (to another process) as the builtin it prints as
+        return RuntimeError, self.args
+
 
 class NumpyDeviceError(TypeError):
     """``.numpy()`` of a device tensor: a TypeError, as in PyTorch."""
 
     fixdev_device_error = True
+
+    def __reduce__(self):
+        return TypeError, self.args
 
 
 # A traceback prints them as PyTorch's own (``RuntimeError: ...``), so logs
@@ -94,6 +100,10 @@ def install(gpus: int = 1) -> None:
     _STATE.undo.append(checkpoints.register(torch, gpus))
     parallel.install(torch, _patch, _under_mode)
     _patch_threads()
+    from fixdev.gpu import limits, workers
+
+    workers.install(torch, _patch, tag_of, _tag, trimmed)
+    limits.install(torch, _patch)
     mode.__enter__()
     _STATE.mode = mode
 

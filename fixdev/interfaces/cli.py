@@ -245,6 +245,9 @@ def main_command(
     round_timeout: Optional[float] = typer.Option(None, "--round-timeout", min=0.001, metavar="SECONDS",
                                                   help="With --run: a run that lasts SECONDS without a device error is stopped and ends the rounds (default with --apply: 120; without: none)."),
     probe_train: bool = typer.Option(False, "--train", help="With --probe: train mode, then the loss and backward where the fake GPU allows."),
+    probe_real: bool = typer.Option(False, "--real", help="With --probe: run on the virtual GPU of --run (real values, backward runs; no compiler needed)."),
+    probe_input_from: Optional[str] = typer.Option(None, "--input-from", metavar="MODULE:FUNCTION",
+                                                   help="With --probe: forward's inputs from your function (a tensor, a tuple of tensors or a dict), instead of --input."),
 ) -> None:
     """Find and fix PyTorch device bugs (CPU/CUDA mismatches).
 
@@ -286,13 +289,13 @@ def main_command(
         raise typer.Exit(_run(paths, gpus, mode is Mode.APPLY, max_rounds, round_timeout, overrides, output_format, use_color))
     if round_timeout is not None:
         _fail("--round-timeout goes with --run")
-    if (probe_inputs or probe_init is not None or probe_train) and probe is None:
-        _fail("--input, --init and --train go with --probe FILE:CLASS")
+    if (probe_inputs or probe_init is not None or probe_train or probe_real or probe_input_from is not None) and probe is None:
+        _fail("--input, --input-from, --init, --train and --real go with --probe FILE:CLASS")
     if traceback_log is not None or probe is not None:
         if interactive:
             _fail("--interactive goes with files, not with --traceback or --probe")
         raise typer.Exit(_diagnose(traceback_log, probe, paths, mode, overrides, output_format, quiet, exit_zero, use_color, _words(exclude),
-                                   probe_inputs or [], probe_init, probe_train))
+                                   probe_inputs or [], probe_init, probe_train, probe_real, probe_input_from))
     paths = paths or [Path(".")]
 
     if show_fixes and output_format not in (Format.full, Format.concise):
@@ -463,7 +466,8 @@ def _machine_output(results: list[FileResult], fmt: Format, exit_zero: bool) -> 
 
 
 def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], mode: Mode, overrides: Overrides, fmt: Format, quiet: bool,
-              exit_zero: bool, color: bool, excludes: tuple[str, ...], inputs: List[str], init: str | None, train: bool) -> int:
+              exit_zero: bool, color: bool, excludes: tuple[str, ...], inputs: List[str], init: str | None, train: bool,
+              real: bool = False, input_from: str | None = None) -> int:
     """--traceback and --probe: from an error (a log, or one the fake GPU
     raises) to the line, the why and the fix. Their modules load only here."""
     if log is not None and probe is not None:
@@ -477,7 +481,8 @@ def _diagnose(log: str | None, probe: str | None, paths: Optional[List[Path]], m
 
         if paths:
             _fail("--probe takes no PATH: the file is in FILE:CLASS")
-        return probing.run(probe, inputs, init, train, mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo)
+        return probing.run(probe, inputs, init, train, mode.value, overrides, fmt.value, quiet, exit_zero, color, typer.echo,
+                           real=real, input_from=input_from)
     from fixdev.diagnose import traceback as tracebacks
     from fixdev.diagnose.log import decode_log
 
