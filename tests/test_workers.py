@@ -103,7 +103,7 @@ def test_a_cpu_batch_from_a_worker_meeting_the_model_on_the_gpu_is_caught(tmp_pa
     code, out, err, script = run(fixdev, tmp_path, LOADER, "spawn", "cpu", "cuda")
     assert code == 1, err
     assert "batch on cpu" in out
-    assert f"device error at {script}:26: in main: RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!" in err
+    assert f"device error at {script}:26: in main: RuntimeError: Expected all tensors to be on the same device, but got mat1 is on cpu, different from other tensors on cuda:0" in err
     assert "why: " in err  # what --traceback says follows
 
 

@@ -306,9 +306,12 @@ def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, lin
         host, device, unknown = helper.places(node)
         text = short(source_of(flow, node))
         said = _said_device(report, role)
-        if host:
+        # on the CPU on one path and moved on another (a module moved to a
+        # device the code does not show counts): the run took one of them
+        mixed = bool(host) and bool(device or (unknown and any(isinstance(o, ast.expr) and helper.what(o) is helper.F.What.MODULE for o in host)))
+        if host and not mixed:
             host_side.append((node, _host_sentence(helper, node, host)))
-        elif device and not unknown:
+        elif device and not unknown and not mixed:
             device_side.append((node, f"`{text}` {helper.device_origin(*device[0])}"))
         elif said is not None and is_host(said):
             host_side.append((node, f"`{text}` is on the CPU: {_unknown_words(helper, node, unknown)}, and the error says the {role} is a CPU tensor"))
@@ -349,6 +352,13 @@ def _explain_mismatch(report: Report, facts: FileFacts, statement: ast.stmt, lin
             why.append(f"one of {names} is on the CPU ({said}); fixdev cannot see which")
             device = _device_of(device_side, helper)
             change = f"print each one's `.device` before line {line} and move the one on the CPU to {('`' + device + '`') if device else 'the GPU'}"
+    elif not host_side and not device_side and len(unknown_side) > 1:
+        # nothing placed on either side (a model moved on one path only, a
+        # batch whose dataset moves on one path): say so, claim nothing
+        unknown_side.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
+        names = ", ".join(f"`{short(source_of(flow, node))}`" for node, _ in unknown_side[:3])
+        why.append(f"one of {names} is on the CPU (the error says this line mixes {_pair(report)}); fixdev cannot see which")
+        change = f"print each one's `.device` before line {line} and move the one on the CPU to the GPU"
     else:
         why.extend(sentence for _, sentence in host_side[:2])
     why.extend(sentence for _, sentence in device_side[:1])
