@@ -113,7 +113,7 @@ TRACEBACK_CANNOT_FIX = {
     *(f"device-string-compare/{case}" for case in ("tensor_device_cuda", "indexed_string", "constructor_without_index", "membership",
                                                     "parameter_device", "device_from_setup", "union_parameter", "cpu_check_always_true")),
     *(f"optimizer-before-move/{case}" for case in ("resume_then_move", "gpu_flag_guard", "moved_with_its_comment")),
-    *(f"unregistered-submodule/{case}" for case in ("heads_dict", "appended_blocks", "local_list_stored")),
+    *(f"unregistered-submodule/{case}" for case in ("heads_dict", "appended_blocks", "local_list_stored", "trainer_stores_model", "scorer_given_encoder")),
 }
 
 
