@@ -43,7 +43,7 @@ PLACERS = re.compile(
     r"|deepspeed|lightning|Fabric|\.prepare\(|ModelEma|AveragedModel|set_default_device|dispatch_model|\.to_empty\("
 )
 # Calls that place whatever they are given: a model passed to one may come back moved.
-_PLACING_WORDS = re.compile(r"(?i)device|cuda|gpu|prepare|parallel|wrap|shard|dispatch|move|place|setup|distribut|compile|ema")
+_PLACING_WORDS = re.compile(r"(?i)device|cuda|gpu|prepare|parallel|wrap|shard|dispatch|move|place|setup|distribut|compile|ema|fit\b|trainer|engine|launch")
 _MOVES = frozenset({"to", "cuda", "xpu", "mps"})
 
 
