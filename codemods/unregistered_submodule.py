@@ -96,6 +96,16 @@ class UnregisteredSubmodule(Rule):
     a plain container of constant tensors that a method reads, and a
     parameterised layer (`nn.Linear`, a norm, an RNN …) built inside
     `forward`.
+    Also a model the code never moves fed inputs it moves (`x =
+    x.to(device); model(x)`): where the model's whole history is in the file
+    (built here, returned by its functions, or a parameter every caller of
+    which is here) and the file moves nothing but tensors, `model =
+    model.to(device)` before the call (before the loop that holds it); a
+    plain class's `self.model = model` (a trainer given its model) whose
+    methods send the inputs to a device the file chooses itself (a
+    module-level `DEVICE`), `self.model = model.to(DEVICE)` where it is
+    stored; one it builds there (`self.policy = Policy()`) while sending the
+    inputs to its `self.device`, set before: `Policy().to(self.device)`.
 
     ## Why is this bad?
     `nn.Module` only knows the sub-modules it holds as attributes or in its

@@ -19,7 +19,9 @@ Two shapes, each with its own evidence that nothing else moves the model:
   trainer given its model) while the class sends the inputs to a device it
   chooses itself (a module-level name such as an imported ``DEVICE``, not a
   parameter its caller passes): the move at the store is a no-op where the
-  caller moved the model already, and the fix where it did not.
+  caller moved the model already, and the fix where it did not; or one the
+  class builds there (``self.policy = Policy()``) while it sends the inputs
+  to its own ``self.device``, set before in ``__init__``.
 
 Silent where a caller chooses the device (``def evaluate(model, loader,
 device)``: the caller moves the model with the device it passes), where the
@@ -134,7 +136,10 @@ def _meeting(flow, parents: dict, call: ast.Call, chain: str):
         if info is None or info.is_module:
             return None  # a module's sub-modules move with it
         store = _store(flow, scope.cls, chain.split(".", 1)[1])
-        if store is None or not _chosen_here(flow, device, scope):
+        if store is None:
+            return None
+        built = all(p is HOST and o is not None and any(n is o for n in ast_walk(store.value)) for p, o in model.places)
+        if not (_chosen_here(flow, device, scope) or (built and _set_before(flow, scope, device, store))):
             return None
         return device, store, scope_node
     if any(type(p) is SameAs for p, _ in model.places):
@@ -220,6 +225,21 @@ def _store(flow, cls: ast.ClassDef, attr: str) -> ast.Assign | None:
     if len(stores) != 1 or type(stores[0]) is not ast.Assign or len(stores[0].targets) != 1 or init is None:
         return None
     return stores[0] if any(n is stores[0] for n in ast_walk(init)) else None
+
+
+def _set_before(flow, scope, device: str, store: ast.Assign) -> bool:
+    """``device`` is ``self.X``, set once in the class, by a statement of
+    ``__init__``'s own body that comes before ``store``."""
+    prefix = f"{scope.self_name}."
+    attr = device[len(prefix):] if device.startswith(prefix) else ""
+    if not attr.isidentifier():
+        return False
+    init = flow.index.classes[scope.cls].methods.get("__init__")
+    sets = [
+        n for n in ast_walk(scope.cls) if type(n) is ast.Assign
+        for t in n.targets if type(t) is ast.Attribute and t.attr == attr and type(t.value) is ast.Name
+    ]
+    return len(sets) == 1 and init is not None and sets[0] in init.body and store in init.body and init.body.index(sets[0]) < init.body.index(store)
 
 
 def _chosen_here(flow, device: str, scope) -> bool:
