@@ -53,31 +53,37 @@ def sibling_moves(flow) -> list[SiblingMove]:
 
 
 def _find(flow) -> list[SiblingMove]:
-    parents = flow.ast_parents()
+    """From the calls each scope's run evaluated (``sinks()`` made them all)."""
+    if ".to(" not in (flow.text or ""):
+        return []
+    flow.sinks()
     found = []
-    for call in ast_walk(flow.tree):
-        if type(call) is not ast.Call or not call.keywords:
-            continue
-        given = [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords if k.arg is not None]
-        moves = [(a.func.value, _device(a)) for _, a in given if _is_move(a)]
-        devices = {d for _, d in moves}
-        if not moves or len(devices) != 1 or None in devices:
-            continue
-        (device,) = devices
-        scope = _scope(parents, call)
-        containers = {_container(scope, m.id) for m, _ in moves if type(m) is ast.Name}
-        containers = {c for c in containers if c is not None}
-        if len(containers) != 1:
-            continue
-        ((container, _),) = containers
-        for keyword, arg in given:
-            if type(arg) is not ast.Name:
+    for scope in flow.index.scopes.values():
+        run = flow.cached_main(scope) if scope.kind != "class" else None
+        for call in list(run.values) if run is not None else ():
+            if type(call) is not ast.Call or not call.keywords:
                 continue
-            source = _container(scope, arg.id)
-            if source is None or source[0] != container or _moved_in(scope, arg.id):
+            given = [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords if k.arg is not None]
+            moves = [(a.func.value, _device(a)) for _, a in given if _is_move(a)]
+            devices = {d for _, d in moves}
+            if not moves or len(devices) != 1 or None in devices:
                 continue
-            if keyword not in TENSOR_KEYWORDS:
-                continue  # a tensor the callee may want where it is (`lengths` of a packed sequence stays on the CPU)
+            found.extend(_siblings(scope.node, call, given, moves, devices.pop()))
+    return sorted(found, key=lambda m: (m.arg.lineno, m.arg.col_offset))
+
+
+def _siblings(scope: ast.AST, call: ast.Call, given: list, moves: list, device: str) -> list[SiblingMove]:
+    containers = {_container(scope, m.id) for m, _ in moves if type(m) is ast.Name}
+    containers = {c for c in containers if c is not None}
+    if len(containers) != 1:
+        return []
+    ((container, _),) = containers
+    found = []
+    for keyword, arg in given:
+        if type(arg) is not ast.Name or keyword not in TENSOR_KEYWORDS:
+            continue  # a tensor the callee may want where it is (`lengths` of a packed sequence stays on the CPU)
+        source = _container(scope, arg.id)
+        if source is not None and source[0] == container and not _moved_in(scope, arg.id):
             found.append(SiblingMove(call, arg, device, container, source[1]))
     return found
 
@@ -94,13 +100,6 @@ def _device(move: ast.Call) -> str | None:
         return None
     text = ast.unparse(arg)
     return text if "device" in text.lower() else None
-
-
-def _scope(parents: dict, node: ast.AST) -> ast.AST:
-    current = parents.get(node)
-    while current is not None and type(current) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module):
-        current = parents.get(current)
-    return current
 
 
 def _container(scope: ast.AST, name: str) -> tuple[str, bool] | None:

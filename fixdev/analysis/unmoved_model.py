@@ -34,9 +34,11 @@ that may place it (a callee or argument that names a device, a wrapper).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass
 
+from fixdev.analysis.flow.syntax import chain_of
 from fixdev.analysis.flow import HOST, MOVES_INPUTS, PARAM_FREE, UNKNOWN, Device, SameAs, What, ast_walk
 
 # Text that says something else places, shards or copies models in the file.
@@ -75,31 +77,44 @@ def unmoved_models(flow) -> list[UnmovedModel]:
 
 
 def _find(flow) -> list[UnmovedModel]:
-    tree = flow.tree
-    calls = [n for n in ast_walk(tree) if type(n) is ast.Call]
-    moves = [c for c in calls if type(c.func) is ast.Attribute and c.func.attr in _MOVES]
+    """From the calls each scope's run evaluated (``sinks()`` made them all):
+    no walk of the tree, which costs more than the question."""
+    text = flow.text or ""
+    if ".to(" not in text and ".cuda(" not in text:
+        return []
+    flow.sinks()
+    runs = [(scope, run) for scope in flow.index.scopes.values() if scope.kind != "class" for run in [flow.cached_main(scope)] if run is not None]
+    moves = [(n, run) for _, run in runs for n in run.values if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in _MOVES]
     if not moves:
         return []
-    parents = flow.ast_parents()
     # what the file moves is data: no module, no move as a statement of a
     # value not shown to be a tensor (a module moves in place)
-    for c in moves:
-        receiver = flow.value(c.func.value).what
-        if receiver is What.MODULE or (receiver is not What.TENSOR and type(parents.get(c)) is ast.Expr):
+    moved = set()
+    for c, run in moves:
+        receiver = run.values.get(c.func.value)
+        what = receiver.what if receiver is not None else What.UNKNOWN
+        if what is What.MODULE or (what is not What.TENSOR and chain_of(c.func.value) in run.discarded):
             return []
-    moved = {_last(c.func.value) for c in moves if flow.value(c.func.value).what is not What.TENSOR}
-    placers = PLACERS.search(flow.text or "") is not None
-    found = []
-    seen = set()
-    for call in calls:
-        chain = _model_chain(call.func)
-        if chain is None or chain in seen or _last(call.func) in moved:
-            continue
-        met = _meeting(flow, parents, call, chain)
-        if met is not None:
-            seen.add(chain)
-            found.append(UnmovedModel(call, call.func, chain, met[0], met[1], met[2], placers))
-    return found
+        if what is not What.TENSOR:
+            moved.add(_last(c.func.value))
+    found, seen = [], set()
+    for scope, run in runs:
+        for call in list(run.values):
+            if type(call) is not ast.Call:
+                continue
+            chain = _model_chain(call.func)
+            if chain is None or chain in seen or _last(call.func) in moved:
+                continue
+            model = run.values.get(call.func)
+            if model is None or model.what is not What.MODULE:
+                continue
+            met = _meeting(flow, scope, call, chain)
+            if met is not None:
+                seen.add(chain)
+                found.append(UnmovedModel(call, call.func, chain, met[0], met[1], scope.node, False))
+    if found and PLACERS.search(text) is not None:
+        found = [dataclasses.replace(m, placers=True) for m in found]
+    return sorted(found, key=lambda m: (m.call.lineno, m.call.col_offset))
 
 
 def _last(node: ast.AST) -> str | None:
@@ -116,15 +131,11 @@ def _model_chain(func: ast.AST) -> str | None:
     return None
 
 
-def _meeting(flow, parents: dict, call: ast.Call, chain: str):
+def _meeting(flow, scope, call: ast.Call, chain: str):
     model = flow.value(call.func)
     if model.what is not What.MODULE or model.flags & (PARAM_FREE | MOVES_INPUTS) or not model.places:
         return None
     if any(type(p) is Device for p, _ in model.places):
-        return None
-    scope_node = _scope(parents, call)
-    scope = flow.index.scopes.get(scope_node)
-    if scope is None:
         return None
     device = _moved_inputs(flow, call)
     if device is None or _mentions(device, chain.rsplit(".", 1)[-1]) or "parameters(" in device:
@@ -141,12 +152,12 @@ def _meeting(flow, parents: dict, call: ast.Call, chain: str):
         built = all(p is HOST and o is not None and any(n is o for n in ast_walk(store.value)) for p, o in model.places)
         if not (_chosen_here(flow, device, scope) or (built and _set_before(flow, scope, device, store))):
             return None
-        return device, store, scope_node
+        return device, store
     if any(type(p) is SameAs for p, _ in model.places):
         return None  # a parameter whose callers are not all seen: they place it
     if not all(p is HOST or p is UNKNOWN for p, _ in model.places):
         return None
-    return device, None, scope_node
+    return device, None
 
 
 def _moved_inputs(flow, call: ast.Call) -> str | None:
@@ -203,13 +214,6 @@ def _loaded(flow, chain: str) -> bool:
             if any(type(c) is ast.Call and (type(c.func) is ast.Attribute and c.func.attr == "load" or type(c.func) is ast.Name and c.func.id == "load") for c in ast_walk(node.value)):
                 return True
     return False
-
-
-def _scope(parents: dict, node: ast.AST) -> ast.AST:
-    current = parents.get(node)
-    while current is not None and type(current) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module):
-        current = parents.get(current)
-    return current
 
 
 def _store(flow, cls: ast.ClassDef, attr: str) -> ast.Assign | None:
