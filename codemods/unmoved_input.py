@@ -11,6 +11,7 @@ from fixdev.engine.rule import Edit, Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import ENCODING, HOST, What, ast_walk
+from fixdev.analysis.sibling_moves import sibling_moves
 
 # Where a plain class keeps its device (`self.device`): the text a file needs
 # for a method parameter met on it (`UnmovedInput._entries`).
@@ -50,6 +51,12 @@ class UnmovedInput(Rule):
       tensor, meets a tensor or module on that device, there or in a helper
       it is passed to (`self.build_targets(p, targets)`): `targets =
       targets.to(self.device)` first in the method that takes it.
+    - the sibling of a moved argument: `model.generate(input_ids=ids.to(d),
+      attention_mask=mask)` where both are read from one container (`ids =
+      inputs["input_ids"]`, `mask = inputs.get("attention_mask")`) and the
+      sibling goes in as a tensor argument of transformers' models
+      (`attention_mask`, `token_type_ids` …): `mask.to(d)`, or `mask.to(d)
+      if mask is not None else None` where it may be `None`.
     Only the values that reach the device are moved (labels only when they
     meet the model's output, in the loss).
 
@@ -100,6 +107,10 @@ class UnmovedInput(Rule):
     methods (their callers place their inputs); for a plain class's method
     parameter that no code shows is a tensor, or that a caller in the file
     passes on from its own parameter (the caller moves it) or already moved.
+    Silent for a sibling passed positionally or as another keyword (the
+    `lengths` of a packed sequence stay on the CPU; a string or an option
+    from the container has no `.to`), moved somewhere in the function, or
+    read from another container.
     Silent in the CPU arm of a CUDA test (the `else:` of `if use_cuda:`, the
     body of `if not args.cuda:`) when what is on the device got there only in
     that same test's CUDA arm (`if use_cuda: model.cuda()`): on every run
@@ -120,7 +131,11 @@ class UnmovedInput(Rule):
 
     @classmethod
     def screen(cls, screening) -> bool:
-        return analysis.has_sink(screening, "module-input", "operand", "unplaced") or (ENTRY_TEXT.search(screening.text) is not None and analysis.has_entry(screening))
+        return (
+            analysis.has_sink(screening, "module-input", "operand", "unplaced")
+            or (ENTRY_TEXT.search(screening.text) is not None and analysis.has_entry(screening))
+            or (".to(" in screening.text and bool(sibling_moves(analysis.flow_for(screening))))
+        )
 
     VALID = [
         "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nfor x, y in loader:\n    out = model(x)\n",
@@ -163,6 +178,13 @@ class UnmovedInput(Rule):
         "import torch, torch.nn as nn\nfrom data import batches\nmodel = nn.Linear(4, 2).to('cuda')\nfor x in batches():\n    model(x)\n",
     ]
     INVALID = [
+        # the sibling of a moved argument, from the same container
+        Invalid(
+            "def run(model, inputs, device):\n    ids = inputs['input_ids']\n    mask = inputs['attention_mask']\n"
+            "    return model(input_ids=ids.to(device), attention_mask=mask)\n",
+            "def run(model, inputs, device):\n    ids = inputs['input_ids']\n    mask = inputs['attention_mask']\n"
+            "    return model(input_ids=ids.to(device), attention_mask=mask.to(device))\n",
+        ),
         Invalid(
             "import torch, torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
             "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
@@ -254,6 +276,14 @@ class UnmovedInput(Rule):
             for sink in sinks:
                 origins = [flow.span(origin) for origin in sink.origins if isinstance(origin, ast.Call)]
                 self.report_at(*flow.span(sink.value), fix=fix, fix_message=fix_message, origins=origins if len(origins) == len(sink.origins) else ())
+        reported = {f.start for f in self.findings}
+        for met in sibling_moves(flow) if ".to(" in self.context.text else ():
+            start, end = flow.span(met.arg)
+            if start in reported:
+                continue
+            name = met.arg.id
+            moved = f"{name}.to({met.device}) if {name} is not None else None" if met.maybe_none else f"{name}.to({met.device})"
+            self.report_at(start, end, fix=(Edit(start, end, moved),), fix_message=f"Move `{name}` to `{met.device}`, as its sibling from `{met.container}` is")
         if ENTRY_TEXT.search(self.context.text):
             entries: dict[ast.AST, list] = {}
             for met in flow.entry_moves():

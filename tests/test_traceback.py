@@ -520,8 +520,8 @@ def test_rnn_errors_either_way_round(tmp_path):
     """The rnn cases have the GPU on the input's side (hidden state) and on the
     weights' side (parameters); the other order of each: the input on the CPU
     with its hidden state on the GPU is the input's factory to fix; the input
-    on the GPU with the weights on the CPU is a layer never moved, which no
-    rule moves: said as a change."""
+    on the GPU with the weights on the CPU is a layer never moved, which
+    unregistered-submodule moves before the call (an unsafe fix)."""
     (tmp_path / "hidden.py").write_text(RNN_MOVED_INPUT)
     (tmp_path / "hidden.log").write_text(_one_frame_log(
         "/srv/job/hidden.py", 8, "y, _ = rnn(x, h0)",
@@ -538,12 +538,13 @@ def test_rnn_errors_either_way_round(tmp_path):
     (tmp_path / "unmoved.log").write_text(_one_frame_log(
         "/srv/job/unmoved.py", 7, "y, _ = rnn(x)",
         "Input and parameter tensors are not at the same device, found input tensor at cuda:0 and parameter tensor at cpu"))
-    unmoved = fixdev_in(tmp_path, "--no-cache", "--traceback", "unmoved.log", "--diff", "unmoved.py")
+    unmoved = fixdev_in(tmp_path, "--no-cache", "--traceback", "unmoved.log", "--diff", "--unsafe-fixes", "unmoved.py")
     err = unmoved.stderr.decode()
-    assert unmoved.returncode == 1 and unmoved.stdout == b"", err
+    assert unmoved.returncode == 1, err
     assert "error: a recurrent layer's input is on the GPU (cuda:0) while its weights are on the CPU" in err
     assert "`rnn` is built by `nn.LSTM(8, 16, batch_first=True)` on line 5 and never moved to the GPU" in err
-    assert "change: move `rnn` to the GPU where it is built (line 5)" in err
+    assert "fix: FDV113 [unregistered-submodule] [*] Move `rnn` to `device`" in err
+    assert "+rnn = rnn.to(device)\n" in unmoved.stdout.decode()
 
 
 # Device-mismatch wordings from torch's own checks (C++ kernels and the

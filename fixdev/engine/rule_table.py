@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class, explicit), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = '5d66dd19879cffbbc516'
+FINGERPRINT = '1ed2c7db6ff823a4d8e6'
 RULES = (
     ('FDV100', 'unused-noqa', 'noqa', ('(?i)#\\s*noqa\\s*:',), 'unused_noqa', 'UnusedNoqa', True),
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory', False),
@@ -17,6 +17,6 @@ RULES = (
     ('FDV110', 'legacy-tensor-type', 'cuda-only', ('cuda\\s*\\.\\s*\\w*Tensor\\b|from\\s+torch\\.cuda\\s+import|\\.type\\(\\s*[\\w.\\[\\]]+\\.type\\(\\s*\\)\\s*\\)',), 'legacy_tensor_type', 'LegacyTensorType', False),
     ('FDV111', 'cross-device-index', 'mismatch', ('\\]', '\\.(?:to|cuda)\\s*\\(|device|\\bdef\\b|\\bclass\\b'), 'cross_device_index', 'CrossDeviceIndex', False),
     ('FDV112', 'optimizer-before-move', 'state', ('\\.load_state_dict\\s*\\(', '\\.(?:to|cuda)\\s*\\(', 'optim'), 'optimizer_before_move', 'OptimizerBeforeMove', False),
-    ('FDV113', 'unregistered-submodule', 'state', ('Module', '(?m)self\\.\\w+\\s*=\\s*(?:[\\[{(]|dict\\(|\\w+\\s*$)|def forward'), 'unregistered_submodule', 'UnregisteredSubmodule', False),
+    ('FDV113', 'unregistered-submodule', 'state', ('Module|\\.(?:to|cuda)\\s*\\(',), 'unregistered_submodule', 'UnregisteredSubmodule', False),
     ('FDV114', 'device-string-compare', 'mismatch', ('[\'"](?:cpu|cuda|mps|xpu|hpu|npu|xla|meta|mtia|ipu|lazy|vulkan|gpu)(?::\\d+)?[\'"]',), 'device_string_compare', 'DeviceStringCompare', False),
 )

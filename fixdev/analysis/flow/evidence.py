@@ -159,6 +159,9 @@ def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
                 targets, made = statement.targets, statement.value
                 if scope.self_name and _root_name(made) == scope.self_name:
                     continue  # self.encoder(x): the object's own work, where the object is
+                called = run.values.get(made.func) if type(made) is ast.Call else None
+                if called is not None and called.what is What.MODULE and _fed_moved(run, made):
+                    continue  # a model fed inputs on a device fails first (one never moved: unregistered-submodule's)
                 if type(made) is ast.Call and not _takes_tensors(run.flow, made.func, scope) and not any(type(n) in _COMPREHENSIONS for n in ast_walk(made)):
                     made = made.func  # load_image(path): made anew by the callee, whatever its arguments
             else:
@@ -174,6 +177,15 @@ def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
             found = None
         run.flow.cache[("unplaced", scope.node, name.id)] = found
     return found
+
+
+def _fed_moved(run, call: ast.Call) -> bool:
+    """Some input of ``call`` lives on a device on every path."""
+    for arg in (*call.args, *(k.value for k in call.keywords)):
+        value = run.values.get(arg)
+        if value is not None and value.places and all(type(p) is Device for p, _ in value.places):
+            return True
+    return False
 
 
 def tensor_root(node: ast.AST) -> ast.Name | None:
