@@ -193,7 +193,7 @@ def check_script(before_path, after_path, spec):
                 return forward(build(module, spec), spec, inputs(spec))
             return getattr(module, spec["call"])(*[evaluate(a) for a in spec.get("args", [])])
         if should_fail:
-            with pytest.raises((AssertionError, RuntimeError), match="Torch not compiled with CUDA enabled"):
+            with pytest.raises((AssertionError, RuntimeError), match=spec.get("fails_with", "Torch not compiled with CUDA enabled")):
                 run()
         else:
             run()
