@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class, explicit), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = '56fb01c17bb3f384ae70'
+FINGERPRINT = '7e52fe222a70dd4f0af3'
 RULES = (
     ('FDV100', 'unused-noqa', 'noqa', ('(?i)#\\s*noqa\\s*:',), 'unused_noqa', 'UnusedNoqa', True),
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory', False),
