@@ -13,6 +13,11 @@ from fixdev.analysis import file_analysis as analysis
 from fixdev.analysis.file_analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
 from fixdev.analysis.flow import What, ast_statements, ast_walk
 
+# The legacy CPU constructors (`torch.Tensor(n)`, `torch.FloatTensor(data)`)
+# make plain tensors as the factories do.
+LEGACY_NAMES = frozenset("Tensor FloatTensor DoubleTensor HalfTensor BFloat16Tensor LongTensor IntTensor ShortTensor CharTensor ByteTensor BoolTensor".split())
+CONSTRUCTORS = TENSOR_FACTORIES | {f"torch.{name}" for name in LEGACY_NAMES}
+CONSTRUCTOR_NAMES = FACTORY_NAMES | LEGACY_NAMES
 # Values a buffer must not stand in for: they register themselves (and move).
 NOT_PLAIN_TENSORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
 
@@ -21,7 +26,8 @@ class ConstantBuffer(Rule):
     """
     ## What it does
     In an `nn.Module`'s `__init__`, after `super().__init__()`, rewrites
-    `self.NAME = <tensor>` (a torch factory or `torch.tensor(...)`, possibly
+    `self.NAME = <tensor>` (a torch factory, `torch.tensor(...)` or a legacy
+    CPU constructor such as `torch.Tensor(n)` / `torch.FloatTensor(data)`, possibly
     followed by tensor methods such as `.view` or `.unsqueeze`) to
     `self.register_buffer("NAME", <tensor>, persistent=False)`. The same for
     such tensors set in a method `__init__` calls (`self.init_states(x)`),
@@ -79,7 +85,7 @@ class ConstantBuffer(Rule):
     name = "constant-buffer"
     group = "mismatch"
     message = "Tensor stored as a plain attribute does not follow `.to(device)`; register it as a buffer"
-    trigger = ("__init__", r"self\.\w+\s*=\s*(?:None\b|[\w.]*" + analysis.FACTORY_CALL + ")")
+    trigger = ("__init__", r"self\.\w+\s*=\s*(?:None\b|[\w.]*(?:" + analysis.FACTORY_CALL + r"|\b(?:" + "|".join(sorted(LEGACY_NAMES)) + r")\s*\())")
     options = {"persistent": Option(bool, False, "Save the new buffers in state dicts (changes their keys).")}
 
     @classmethod
@@ -125,6 +131,11 @@ class ConstantBuffer(Rule):
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.n = n\n        self.c = compute(n)\n",
     ]
     INVALID = [
+        # a legacy CPU constructor makes a plain tensor too
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.noise = torch.Tensor(n)\n",
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.register_buffer(\"noise\", torch.Tensor(n), persistent=False)\n",
+        ),
         Invalid(
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.mask = None\n"
             "    def forward(self, x):\n        if self.mask is None:\n            self.mask = torch.triu(torch.ones(3, 3), 1)\n        return x @ self.mask\n",
@@ -231,11 +242,11 @@ class ConstantBuffer(Rule):
         return None
 
     def _is_constant_tensor(self, value: cst.BaseExpression) -> bool:
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and not self.qualified_names(value.func) & TENSOR_FACTORIES:
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and not self.qualified_names(value.func) & CONSTRUCTORS:
             if value.func.attr.value not in TENSOR_METHODS or value.func.attr.value in ("numpy", "tolist", "item"):
                 return False
             value = value.func.value
-        if not isinstance(value, cst.Call) or not self.qualified_names(value.func) & TENSOR_FACTORIES:
+        if not isinstance(value, cst.Call) or not self.qualified_names(value.func) & CONSTRUCTORS:
             return False
         grad = analysis.keyword(value, "requires_grad")
         return grad is None or _is_name(grad.value, "False")
@@ -248,14 +259,14 @@ def _is_ast_self_attribute(node: ast.expr) -> bool:
 def _made_by_a_factory(value: ast.expr) -> bool:
     """``torch.arange(n).view(1, -1)``: a factory call under tensor methods
     (what ``_is_constant_tensor`` accepts, names unresolved)."""
-    while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr not in FACTORY_NAMES:
+    while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr not in CONSTRUCTOR_NAMES:
         if value.func.attr not in TENSOR_METHODS:
             return False
         value = value.func.value
     if type(value) is not ast.Call:
         return False
     func = value.func
-    return (func.attr if type(func) is ast.Attribute else getattr(func, "id", None)) in FACTORY_NAMES
+    return (func.attr if type(func) is ast.Attribute else getattr(func, "id", None)) in CONSTRUCTOR_NAMES
 
 
 def _ast_forward_reads(methods: list[ast.stmt], name: str) -> bool:

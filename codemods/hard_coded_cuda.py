@@ -264,7 +264,7 @@ def _gpu_evidence(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[bool, list
             return True, []  # a second GPU named: "cuda:1"
         if isinstance(current, cst.Call):
             names = facts.qnames(current.func)
-            if any(n.startswith("torch.distributed.") for n in names):
+            if any(n.startswith("torch.distributed.") for n in names) and not _single_process_too(facts, current, names, scope):
                 return True, []
             if "torch.cuda.set_device" in names and current.args and not isinstance(current.args[0].value, cst.Integer):
                 return True, []
@@ -278,6 +278,38 @@ def _gpu_evidence(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[bool, list
                     cuda_calls.append(current)
         stack.extend(child_nodes(current))
     return False, cuda_calls
+
+
+# torch.distributed functions that answer whether it is in use: code asking
+# runs in a plain single process too
+_DISTRIBUTED_QUESTIONS = frozenset(
+    "is_available is_initialized is_torchelastic_launched is_nccl_available is_gloo_available is_mpi_available".split()
+)
+
+
+def _single_process_too(facts: "FileAnalysis", call: cst.Call, names: set[str], scope: cst.CSTNode) -> bool:
+    """A ``torch.distributed`` call that also runs (or is skipped) in a single
+    CPU process: a question (``dist.is_initialized()``), or a call under an
+    ``if`` that asks one (``if dist.is_initialized(): dist.barrier()``). Code
+    beside it is not multi-GPU code for that."""
+    if any(n.split(".")[-1] in _DISTRIBUTED_QUESTIONS for n in names):
+        return True
+    child, current = call, facts.parent(call)
+    while current is not None and current is not scope:
+        if isinstance(current, cst.If) and child is current.body and _asks_distributed(facts, current.test):
+            return True
+        child, current = current, facts.parent(current)
+    return False
+
+
+def _asks_distributed(facts: "FileAnalysis", test: cst.CSTNode) -> bool:
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and any(n.startswith("torch.distributed.") and n.split(".")[-1] in _DISTRIBUTED_QUESTIONS for n in facts.qnames(node.func)):
+            return True
+        stack.extend(child_nodes(node))
+    return False
 
 
 # -- spelling torch where it is needed -----------------------------------------------
@@ -370,13 +402,16 @@ class HardCodedCuda(Rule):
     (`.to("cuda")`, `torch.zeros(n, device="cuda")`), it becomes the device
     the code already has in reach, or one defined once, as `cuda-call` does
     (`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`).
-    A `torch.cuda.synchronize()` statement gets `if torch.cuda.is_available():`.
+    A `torch.cuda.synchronize()` statement gets `if torch.cuda.is_available():`,
+    and a tensor's `x.pin_memory()` becomes
+    `x.pin_memory() if torch.cuda.is_available() else x`.
 
     ## Why is this bad?
     The program cannot run on a machine without CUDA (a laptop, CI, a CPU
     server): the first allocation raises `Torch not compiled with CUDA
     enabled` (or `Found no NVIDIA driver`), though nothing in it needs a GPU
-    but the string.
+    but the string. `x.pin_memory()` raises `Cannot access accelerator device
+    when none is available` on such a machine.
 
     ## Example
     ```python
@@ -410,7 +445,9 @@ class HardCodedCuda(Rule):
     written in place). A `torch.device("cuda")` handed to code outside torch
     (`create_loader(device=torch.device("cuda"))`) gets its fallback in
     place. `torch.cuda.empty_cache()`, `manual_seed` and `device_count()`
-    work without CUDA and are left alone.
+    work without CUDA and are left alone. `x.pin_memory()` still pins with
+    CUDA; without it the tensor stays as it is (pinning only speeds copies).
+    The query is written where the pin is, never at module level.
 
     ## When it stays silent
     For a `device="cuda"` default of a private module function (`_get_pixels`)
@@ -424,14 +461,20 @@ class HardCodedCuda(Rule):
     say cuda, gpu, nvtx or autocast (`def test_cuda_...`,
     `@skipIf(not TEST_CUDA)`). In code written for GPUs on purpose: a
     function that calls `torch.distributed`, picks its GPU by a variable
-    (`torch.cuda.set_device(local_rank)`, `synchronize(device=rank)`), builds
+    (`torch.cuda.set_device(local_rank)`, `synchronize(device=rank)`; not a
+    `torch.distributed` call that asks whether it is in use, or that runs
+    only under such a question, `if dist.is_initialized(): dist.barrier()`:
+    that code runs in one CPU process too), builds
     the device (`f"cuda:{rank}"`) or names a second GPU (`"cuda:1"`); one that
     uses CUDA-only APIs no guard makes portable (`torch.cuda.Event`,
     `torch.cuda.current_device()`, CUDA graphs); a file that imports Triton,
     CUTLASS, CuPy, PyCUDA, Numba's CUDA or TensorRT. A device name assigned more than
     once in its scope (the program chooses elsewhere too); `"cuda"` compared
     with something (`x.device == torch.device("cuda")`);
-    `torch.autocast("cuda")` (which only warns without CUDA); a
+    `torch.autocast("cuda")` (which only warns without CUDA);
+    `.pin_memory()` of something not shown to be a tensor, inside a
+    `pin_memory` method or helper (a batch's own, called by the loader only
+    where it can pin) or under a test of a pinning flag (`if pin_memory:`); a
     `device="cuda"` parameter that the function compares (`if device ==
     "cpu":`), checks CUDA for, or only hands to autocast or a grad scaler
     (also a scaler's own `super().__init__(device)`), or
@@ -449,7 +492,7 @@ class HardCodedCuda(Rule):
     message = 'Hard-coded "cuda": the program cannot run without CUDA'
     # "cuda" first, searched fast: a torch.cuda function is reached through a
     # name that spells it (`torch.cuda.synchronize`, `from torch.cuda import ...`)
-    trigger = "cuda", r"""["']cuda|\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\s*\.\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\s*\("""
+    trigger = r"cuda|pin_memory", r"""["']cuda|\.pin_memory\(\s*\)|\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\s*\.\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\s*\("""
 
     @classmethod
     def screen(cls, screening) -> bool:
@@ -457,6 +500,8 @@ class HardCodedCuda(Rule):
         default (``visit_SimpleString``'s places), or a ``torch.cuda`` function
         that raises without CUDA called with constant arguments (``visit_Call``)."""
         flow = analysis.flow_for(screening)
+        if any(type(call.func) is ast.Attribute and not call.args for call in analysis.calls_named(screening, "pin_memory")):
+            return True
         for call in analysis.calls_named(screening, *GUARDABLE_CALLS, *QUERIES):
             if (flow.qualified_name(call.func) or "torch.cuda.").startswith("torch.cuda.") and all(type(arg) is ast.Constant for arg in analysis.call_arguments(call)):
                 return True
@@ -472,6 +517,9 @@ class HardCodedCuda(Rule):
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
         'import torch\nif torch.cuda.is_available():\n    x = torch.ones(3).to("cuda")\n    torch.cuda.synchronize()\n',
         'import torch\ndef f(x):\n    if x.is_cuda:\n        torch.cuda.synchronize()\n    return x\n',
+        # a batch's own pin_memory, called by the loader only where it can pin
+        'import torch\nclass Batch:\n    def __init__(self, x):\n        self.x = torch.as_tensor(x)\n'
+        '    def pin_memory(self):\n        self.x = self.x.pin_memory()\n        return self\n',
         'import torch\ndef run(rank):\n    torch.cuda.set_device(rank)\n    return torch.ones(3).to(f"cuda:{rank}")\n',
         'import torch\nif args.cuda:\n    device = torch.device("cuda")\nelse:\n    device = torch.device("cpu")\n',
         'import torch\nsame = x.device == torch.device("cuda")\ntorch.cuda.empty_cache()\n',
@@ -500,6 +548,17 @@ class HardCodedCuda(Rule):
         Invalid(
             'import torch\ndef step(model, x):\n    y = model(x)\n    torch.cuda.synchronize()\n    return y\n',
             'import torch\ndef step(model, x):\n    y = model(x)\n    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n    return y\n',
+        ),
+        # a barrier asked for only where distributed runs: still one CPU process too
+        Invalid(
+            'import torch\nimport torch.distributed as dist\ndef step(model, x):\n    if dist.is_initialized():\n        dist.barrier()\n'
+            '    torch.cuda.synchronize()\n    return model(x)\n',
+            'import torch\nimport torch.distributed as dist\ndef step(model, x):\n    if dist.is_initialized():\n        dist.barrier()\n'
+            '    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n    return model(x)\n',
+        ),
+        Invalid(
+            'import torch\ndef stage(a):\n    x = torch.from_numpy(a)\n    return x.pin_memory()\n',
+            'import torch\ndef stage(a):\n    x = torch.from_numpy(a)\n    return x.pin_memory() if torch.cuda.is_available() else x\n',
         ),
         Invalid('device = "cuda"\nimport torch\n', None),
         Invalid("import torch\nprint(torch.cuda.get_device_name(0))\n", None),
@@ -727,6 +786,9 @@ class HardCodedCuda(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = analysis.last_name(node.func)
+        if name == "pin_memory" and isinstance(node.func, cst.Attribute) and not node.args:
+            self._pin_memory(node)
+            return
         if name not in GUARDABLE_CALLS and name not in QUERIES:
             return
         qualified = {q for q in self.qualified_names(node.func) if q.startswith("torch.cuda.")}
@@ -766,6 +828,35 @@ class HardCodedCuda(Rule):
         step = self.context.module.default_indent
         guard = f"if {prefix}.is_available():{newline}{indent}{step}"
         self.report(node, fix=[self.insert(start, guard)], fix_message=f"Guard it with `if {prefix}.is_available():`")
+
+    def _pin_memory(self, node: cst.Call) -> None:
+        """``x.pin_memory()`` on a tensor raises without an accelerator:
+        ``x.pin_memory() if torch.cuda.is_available() else x``, where ``x``
+        reads the same twice (a name or a chain of attributes). Silent in a
+        ``pin_memory`` method or helper (a batch's own, which the loader calls
+        only where it can pin) and where CUDA is known to be in use."""
+        facts = analysis.of(self)
+        receiver = node.func.value
+        if analysis.what_of(self, receiver) is not What.TENSOR or self._silent(node):
+            return
+        child, current = node, facts.parent(node)
+        while current is not None:
+            if isinstance(current, cst.FunctionDef) and "pin" in current.name.value.lower():
+                return
+            if isinstance(current, (cst.If, cst.IfExp, cst.While)) and child is not current.test and "pin" in self.code_of(current.test).lower():
+                return  # `if pin_memory:`, a flag the caller sets where it can pin
+            child, current = current, facts.parent(current)
+        message = "`.pin_memory()` raises without a GPU (no pinned memory allocator on the CPU)"
+        torch = torch_at(facts, node)
+        if torch is None or dotted(receiver) is None:
+            self.report(node, f"{message}; pin only where `torch.cuda.is_available()`")
+            return
+        text = f"{self.code_of(node)} if {torch}.cuda.is_available() else {self.code_of(receiver)}"
+        holder = self.parent(node)
+        bare = (isinstance(holder, (cst.Assign, cst.AnnAssign, cst.Return)) and holder.value is node) or (isinstance(holder, cst.Arg) and holder.value is node)
+        if not bare:
+            text = f"({text})"
+        self.report(node, message, fix=[self.replace(node, text)], fix_message=f"Pin only where `{torch}.cuda.is_available()`")
 
     def _cuda_module_text(self, func: cst.BaseExpression) -> str | None:
         """``torch.cuda`` (as written) for ``torch.cuda.synchronize``."""

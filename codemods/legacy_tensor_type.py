@@ -52,7 +52,11 @@ class LegacyTensorType(Rule):
     an existing one → `torch.as_tensor(a, dtype=..., device=...)`),
     `x.type(torch.cuda.FloatTensor)` → `x.to(torch.float32)` where the device
     flow shows `x` on a device already (or under `if x.is_cuda:`), and
-    `x.to(device, torch.float32)` where it shows `x` on the host. An alias,
+    `x.to(device, torch.float32)` where it shows `x` on the host. The CPU
+    types given a device, `torch.FloatTensor(data, device=d)` or
+    `torch.Tensor(n, m, device=d)`, take the same split with `device=d` kept;
+    an argument the code does not show to be sizes, data or an array is built
+    as before and moved: `torch.Tensor(keep).to(d)`. An alias,
     `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, is
     rewritten at every use (`Tensor(n, 1)`, `x.type(Tensor)`) when the file
     shows them all; the alias line then goes, or becomes the device it chose:
@@ -68,7 +72,10 @@ class LegacyTensorType(Rule):
     torch.cuda.FloatTensor not available` and `x.type(torch.cuda.FloatTensor)`
     raises `Cannot initialize CUDA`. The legacy constructors also read
     `FloatTensor(3)` as a size and `FloatTensor([3])` as data, and share
-    memory with a tensor they are given.
+    memory with a tensor they are given. Given a device, the legacy
+    constructors accept only the CPU: `torch.Tensor(data, device=x.device)`
+    raises `legacy constructor expects device type: cpu` as soon as `x` is on
+    a GPU.
 
     ## Example
     ```python
@@ -103,7 +110,12 @@ class LegacyTensorType(Rule):
     as the legacy constructor copies a list or a new array. An alias at
     module level is removed only from a file that runs as a script (a
     top-level loop or `parse_args()`): no other module imports it. On a GPU
-    the tensors land where they did; without one, on the CPU.
+    the tensors land where they did; without one, on the CPU. A CPU type given
+    `device=d` made its tensor on the CPU or raised: the rewrite makes the
+    same tensor on the CPU (`.to(d)` of a CPU tensor to the CPU is the tensor
+    itself) and the one the code asked for on a GPU; `torch.Tensor` is
+    float32 unless the file changes the default dtype (then only the `.to(d)`
+    form, which keeps the constructor, is written).
 
     ## When it stays silent
     `Variable(x).cuda()` is `cuda-call`'s (`.cuda()` → `.to(device)`;
@@ -117,7 +129,9 @@ class LegacyTensorType(Rule):
     twice, on an attribute, used other than as a constructor or `.type()`
     argument, `.type(A)` of a tensor that is not shown to be on the host,
     or an argument not shown to be sizes, data or an array).
-    Reported without a fix: `x.type(torch.cuda.X)` where `x` may be on the
+    A CPU type given `device="cpu"`. Reported without a fix: a CPU type given
+    a device and a tensor the flow knows (the legacy form rejects that
+    everywhere) or other keywords; `x.type(torch.cuda.X)` where `x` may be on the
     host or on any GPU (no one `.to(...)` does both), a tensor or any
     argument the code does not show to be sizes, data or a NumPy array (the
     legacy constructor shares a tensor's memory), keyword arguments, a
@@ -131,7 +145,7 @@ class LegacyTensorType(Rule):
     name = "legacy-tensor-type"
     group = "cuda-only"
     message = "Legacy `torch.cuda.*Tensor` type: CUDA-only; use a factory with `dtype=` and `device=`"
-    trigger = r"cuda\s*\.\s*\w*Tensor\b|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)"
+    trigger = r"cuda\s*\.\s*\w*Tensor\b|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)"
 
     VALID = [
         "import torch\nx = torch.FloatTensor(3, 4)\n",
@@ -145,6 +159,8 @@ class LegacyTensorType(Rule):
         "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
         "import torch\nfrom torch.autograd import Variable\nx = Variable(torch.ones(3)).cuda()\n",
         "import torch\nx = torch.empty(3, dtype=torch.float32, device='cuda')\n",
+        # the CPU is the one device a legacy constructor takes
+        "import torch\nx = torch.Tensor([1.0, 2.0], device='cpu')\n",
         # an alias runs everywhere: a fix that keeps every use exact, or nothing.
         # `.type(Tensor)` of a tensor that may be on any GPU has no exact rewrite
         "import torch\ncuda = torch.cuda.is_available()\nTensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
@@ -195,6 +211,20 @@ class LegacyTensorType(Rule):
             "import numpy as np\nimport torch\nlabels = np.array([0, 1])\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor(labels)\n",
             "import numpy as np\nimport torch\nlabels = np.array([0, 1])\nif torch.cuda.is_available():\n    idx = torch.as_tensor(labels, dtype=torch.int64, device=\"cuda\")\n",
         ),
+        # a CPU type given a device: the split kept, the device kept
+        Invalid(
+            "import torch\ndef make(n, device):\n    return torch.FloatTensor(n, 4, device=device), torch.LongTensor([1, 2], device=device)\n",
+            "import torch\ndef make(n, device):\n    return torch.empty(n, 4, dtype=torch.float32, device=device), torch.tensor([1, 2], dtype=torch.int64, device=device)\n",
+        ),
+        # what `keep` is the code does not show: built as before, then moved
+        Invalid(
+            "import torch\ndef select(keep, boxes):\n    return torch.Tensor(keep, device=boxes.device).long()\n",
+            "import torch\ndef select(keep, boxes):\n    return torch.Tensor(keep).to(boxes.device).long()\n",
+        ),
+        Invalid("import torch\ndef copy(device):\n    t = torch.ones(3)\n    return torch.Tensor(t, device=device)\n", None),
+        # a name bound to a list of numbers is data, not a size (nor surely
+        # not a shape): reported
+        Invalid("import torch\nrows = [0, 2]\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor(rows)\n", None),
         # a NumPy shape is a plain tuple: the legacy constructor reads it as data
         Invalid("import numpy as np\nimport torch\na = np.zeros((2, 3))\nb = torch.cuda.FloatTensor(a.shape)\n", None),
     ]
@@ -202,6 +232,11 @@ class LegacyTensorType(Rule):
     # -- direct uses --------------------------------------------------------------
 
     def visit_Call(self, node: cst.Call) -> None:
+        if any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
+            cpu_type = self._cpu_type(node.func)
+            if cpu_type is not None:
+                self._with_device(node, cpu_type)
+                return
         legacy = self._cuda_type(node.func)
         if legacy is not None:
             self._direct(node, node, legacy, torch_prefix(self, node.func.value) if isinstance(node.func, cst.Attribute) else None)
@@ -249,6 +284,54 @@ class LegacyTensorType(Rule):
         if analysis.last_name(node) not in DTYPES:
             return None
         return next((CUDA_TYPES[q] for q in self.qualified_names(node) if q in CUDA_TYPES), None)
+
+    def _cpu_type(self, node: cst.BaseExpression) -> str | None:
+        """``FloatTensor`` for ``torch.FloatTensor``, and for ``torch.Tensor``
+        (the default dtype, float32, where the file does not change it; ``""``
+        where it does)."""
+        name = analysis.last_name(node)
+        if name != "Tensor" and name not in DTYPES:
+            return None
+        names = self.qualified_names(node)
+        if name == "Tensor" and "torch.Tensor" in names:
+            return "" if any(word in self.context.text for word in SETS_DEFAULT_DTYPE) else "FloatTensor"
+        return name if f"torch.{name}" in names else None
+
+    def _with_device(self, call: cst.Call, legacy: str) -> None:
+        """``torch.FloatTensor(data, device=d)``: the legacy constructors take
+        only a CPU device, so this raises wherever ``d`` is a GPU. Sizes, data
+        and arrays become the factory that makes them (as for the CUDA types);
+        an argument the code does not show is built as before and moved,
+        ``torch.FloatTensor(x).to(d)``, which on the CPU is the very call it
+        was; a tensor (which the legacy form rejects with a device) is
+        reported."""
+        device_arg = next(a for a in call.args if a.keyword is not None and a.keyword.value == "device")
+        device_text = self.code_of(device_arg.value)
+        if _names_the_host(self, device_arg.value):
+            return
+        shown = self.code_of(call.func)
+        message = f"`{shown}(..., device=...)` raises for a GPU device: the legacy constructors take only the CPU"
+        if any(a.keyword is not None and a is not device_arg for a in call.args) or any(a.star == "**" for a in call.args):
+            self.report(call, f"{message}; use a factory with `device=`")
+            return
+        kept = [a for a in call.args if a is not device_arg]
+        if kept and call.args[-1] is device_arg:  # the closing layout (a trailing comma, a line break) stays
+            kept[-1] = kept[-1].with_changes(comma=device_arg.comma, whitespace_after_arg=device_arg.whitespace_after_arg)
+        bare = call.with_changes(args=kept)
+        kind = self._arguments(bare)
+        if kind is None and len(kept) == 1 and not kept[0].star and self._is_tensor(kept[0].value):
+            self.report(call, f"`{shown}(tensor, device=...)` raises (the legacy constructor takes no device with a tensor); use `tensor.to(device)`, or `torch.tensor(...)` for a copy")
+            return
+        torch = torch_prefix(self, call.func) if isinstance(call.func, cst.Attribute) else torch_at(analysis.of(self), call)
+        if kind is None or not legacy or torch is None:
+            moved = cst.Call(func=cst.Attribute(value=bare, attr=cst.Name("to")), args=[cst.Arg(device_arg.value)])
+            self.report(call, message, fix=[self.replace(call, moved)], fix_message=f"Build it on the CPU, then move it: `{shown}(...).to({device_text})`")
+            return
+        factory = {"sizes": "empty", "data": "tensor", "array": "as_tensor"}[kind]
+        new = bare.with_changes(func=cst.parse_expression(f"{torch}.{factory}"), args=kept or [cst.Arg(cst.Integer("0"))])
+        new = analysis.with_keyword_argument(new, "dtype", f"{torch}.{DTYPES[legacy]}")
+        new = analysis.with_keyword_argument(new, "device", device_text)
+        self.report(call, message, fix=[self.replace(call, new)], fix_message=f"Use `{torch}.{factory}(..., dtype={torch}.{DTYPES[legacy]}, device={device_text})`")
 
     def _torch_of(self, legacy: cst.BaseExpression) -> str | None:
         """``t`` for ``t.cuda.FloatTensor`` when ``t`` is torch."""
@@ -360,8 +443,8 @@ class LegacyTensorType(Rule):
         node = flow.node_at(*self.span(value))
         if node is not None and flow.what(node) is What.ARRAY:
             return "array"
-        if isinstance(value, cst.Name) and node is not None and flow.what(node) is What.SCALAR:
-            return "sizes"
+        if isinstance(value, cst.Name) and node is not None and flow.what(node) is What.SCALAR and flow.value(node).parts is None:
+            return "sizes"  # (a list or tuple of numbers is SCALAR too, with parts: data)
         return None
 
     def _is_size(self, value: cst.BaseExpression) -> bool:
@@ -707,6 +790,14 @@ def _is_availability(rule: Rule, condition: cst.BaseExpression, depth: int = 0) 
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == condition.value:
                 return _is_availability(rule, node.value, depth + 1)
     return False
+
+
+def _names_the_host(rule: Rule, node: cst.BaseExpression) -> bool:
+    """``"cpu"`` or ``torch.device("cpu")``: the one device the legacy
+    constructors take."""
+    if isinstance(node, cst.Call) and "torch.device" in rule.qualified_names(node.func) and len(node.args) == 1:
+        node = node.args[0].value
+    return isinstance(node, cst.SimpleString) and node.evaluated_value == "cpu"
 
 
 def _constant(node: cst.BaseExpression) -> bool | None:

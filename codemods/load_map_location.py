@@ -155,9 +155,11 @@ class LoadMapLocation(Rule):
             if any(type(arg) is ast.Starred for arg in call.args) or any(k.arg in (None, "map_location") for k in call.keywords):
                 continue
             root = analysis.chain_root(call.func)
-            if root is None or root.id not in imported:
-                continue  # `self.load(...)`, `Checkpointer(m).load(...)`: the rule names no loader there
             name = flow.qualified_name(call.func)
+            if (root is None or root.id not in imported) and name not in LOADERS:
+                # `self.load(...)`, `Checkpointer(m).load(...)`: the rule names
+                # no loader there (`load` after `from torch import *` it does)
+                continue
             if name is not None and name not in LOADERS:
                 continue  # json.load, np.load
             if len(call.args) <= LOADERS.get(name, max(LOADERS.values())):

@@ -70,7 +70,9 @@ class OptimizerBeforeMove(Rule):
     known to be to a device (`model.to(dtype)`, `model.to(x)` with `x` unknown),
     for schedulers and other objects with a `load_state_dict`, and for
     optimizers whose parameters come from something other than
-    `model.parameters()`. Reported without a fix: the move in another block or
+    `model.parameters()` (or parameter groups gathered from it before the
+    optimizer is made: `params += [{"params": [v]}]` in a loop over
+    `model.named_parameters()`). Reported without a fix: the move in another block or
     function than the optimizer's construction (`if args.cuda:` below an
     `if resume:` branch), a move of the model under another name
     (`model_without_ddp = model`), an optimizer made in several places, and
@@ -126,6 +128,15 @@ class OptimizerBeforeMove(Rule):
             "import torch\nimport torch.nn as nn\n\n\ndef resume(model, checkpoint, use_cuda):\n    if use_cuda:\n        model.cuda()\n"
             "    optimizer = torch.optim.Adam(model.parameters())\n    if checkpoint:\n"
             "        optimizer.load_state_dict(checkpoint['optimizer'])\n    return optimizer\n",
+        ),
+        # parameter groups gathered in a loop over the model's parameters
+        Invalid(
+            "import torch\ndef resume(model, state, device):\n    groups = []\n    for name, p in model.named_parameters():\n"
+            "        groups.append({'params': [p]})\n    optimizer = torch.optim.SGD(groups, lr=0.1)\n"
+            "    optimizer.load_state_dict(state)\n    model.to(device)\n    return optimizer\n",
+            "import torch\ndef resume(model, state, device):\n    groups = []\n    for name, p in model.named_parameters():\n"
+            "        groups.append({'params': [p]})\n    model.to(device)\n    optimizer = torch.optim.SGD(groups, lr=0.1)\n"
+            "    optimizer.load_state_dict(state)\n    return optimizer\n",
         ),
         # the move is in another block than the optimizer: reported
         Invalid(
@@ -308,7 +319,38 @@ def _model_owners(parents: dict, maker: ast.Call) -> list[ast.expr]:
                 if bound is not None:
                     for sub in ast_walk(bound):
                         owners += _parameter_owner(sub)
+                owners += _gathered_owners(parents, maker, node.id)
     return owners  # modules: the moves found for them are checked to be
+
+
+def _gathered_owners(parents: dict, maker: ast.Call, name: str) -> list[ast.expr]:
+    """Parameter groups gathered into ``name`` before the optimizer is made
+    (``params += [{"params": [value]}]`` or ``params.append(...)`` in a loop
+    over ``dict(model.named_parameters()).items()``): the ``X`` of the
+    ``X.parameters()`` those statements or their loops read."""
+    scope = _scope_of(parents, maker)
+    statement = _statement_of(parents, maker)
+    if scope is None or statement is None:
+        return []
+    owners: list[ast.expr] = []
+    for node in _own_nodes(scope):
+        if not isinstance(node, (ast.AugAssign, ast.Call)) or position_of(node) >= position_of(statement):
+            continue
+        grows = (isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name) or (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend")
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == name
+        )
+        if not grows:
+            continue
+        for sub in ast_walk(node):
+            owners += _parameter_owner(sub)
+        holder = parents.get(node)
+        while holder is not None and holder is not scope:
+            if isinstance(holder, (ast.For, ast.AsyncFor)):
+                for sub in ast_walk(holder.iter):
+                    owners += _parameter_owner(sub)
+            holder = parents.get(holder)
+    return owners
 
 
 def _parameter_owner(node: ast.AST) -> list[ast.expr]:

@@ -112,7 +112,7 @@ TRACEBACK_CANNOT_FIX = {
     "constant-buffer/cached_mask_none", "unmoved-input/dict_batch_kwargs", "unmoved-input/sibling_token_types",
     *(f"device-string-compare/{case}" for case in ("tensor_device_cuda", "indexed_string", "constructor_without_index", "membership",
                                                     "parameter_device", "device_from_setup", "union_parameter", "cpu_check_always_true")),
-    *(f"optimizer-before-move/{case}" for case in ("resume_then_move", "gpu_flag_guard", "moved_with_its_comment")),
+    *(f"optimizer-before-move/{case}" for case in ("resume_then_move", "gpu_flag_guard", "moved_with_its_comment", "param_groups_gathered_in_a_loop")),
     *(f"unregistered-submodule/{case}" for case in ("heads_dict", "appended_blocks", "local_list_stored", "trainer_stores_model", "scorer_given_encoder")),
 }
 

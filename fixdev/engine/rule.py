@@ -109,6 +109,7 @@ class FileIndex:
         self._module = module
         self._first_binding: dict[str, int] | None = None  # built only for files with a star import
         self._star_statements: list[int] = []  # indices of module statements holding `from X import *`
+        self._star_modules: set[str] = set()  # the X of each `from X import *` ("" for a relative one)
         self._targets: dict[str, set[str]] = {}
         self._top_level: set[str] = set()
         self._scoped: set[str] = set()  # names an import inside a function or class binds
@@ -143,6 +144,7 @@ class FileIndex:
     def _imports(self, node: cst.Import | cst.ImportFrom, top_level: bool, scoped: bool) -> None:
         if isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
             self.star_import = True
+            self._star_modules.add("" if node.relative or node.module is None else dotted(node.module) or "")
             return
         for alias in node.names:
             if isinstance(node, cst.Import):
@@ -181,6 +183,15 @@ class FileIndex:
         them; None when only a scope analysis can."""
         if name not in self.imported:
             if self.star_import and self._may_come_from_star_import(name):
+                modules = self._star_modules
+                if name not in _BUILTIN_NAMES and all(m == "torch" or m.startswith("torch.") for m in modules):
+                    # only torch's modules are star-imported: a name the file
+                    # uses and does not bind comes from one of them (or raises)
+                    return {".".join([module, name, *attributes]) for module in modules}
+                if name == "torch":
+                    # `from common import *` of a project module that imports
+                    # torch: no module names something else `torch`
+                    return {".".join([name, *attributes])}
                 return {STAR_IMPORTED}
             return set()
         targets = self._targets[name]

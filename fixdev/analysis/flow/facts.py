@@ -404,6 +404,8 @@ class FileFlow:
             outer = outer.outer
         stars = self.index.module.stars
         if stars:
+            if name == "torch":
+                return self.module_ref("torch")  # `from common import *` of a module that imports torch
             if all(star == "torch" for star in stars) and name not in BUILTIN_NAMES:
                 return self.module_ref(f"torch.{name}")
             if all(star.startswith("torch.nn") for star in stars) and name[:1].isupper():

@@ -280,6 +280,8 @@ class FileIndex:
             current = current.outer
         if root in BUILTIN_NAMES:
             return None
+        if root == "torch" and self.module.stars:
+            return chain  # `from common import *` of a module that imports torch
         for star in self.module.stars:
             if star.startswith("torch"):
                 return f"{star}.{chain}"
