@@ -548,3 +548,32 @@ def test_run_default_device_cuda_places_factories_on_the_virtual_gpu(tmp_path, f
     err = cpu_only.stderr.decode()
     assert cpu_only.returncode == 1 and f"AssertionError: {CPU_WHEEL}" in err, err
     assert f'File "{script}", line 5' in err, "fails at the first factory, as a CPU wheel does"
+
+
+LOAD_TO_DEVICE = """\
+import io
+import torch
+import torch.nn as nn
+
+model = nn.Linear(4, 2).cuda()
+buffer = io.BytesIO()
+torch.save(model.state_dict(), buffer)
+for where in ("cuda", torch.device("cuda:0"), "cpu"):
+    buffer.seek(0)
+    state = torch.load(buffer, map_location=where, weights_only=True)
+    print(where, state["weight"].device, torch.equal(state["weight"].cpu(), model.weight.cpu()))
+buffer.seek(0)
+state = torch.load(buffer, map_location="cuda")
+state["bias"] + torch.ones(2)
+"""
+
+
+def test_run_torch_load_with_a_cuda_map_location_restores_onto_the_virtual_gpu(tmp_path, fixdev):
+    # a CPU build cannot move a storage to CUDA: torch.load(map_location="cuda")
+    # raised "PyTorch was compiled without CUDA support" under the runtime
+    script = tmp_path / "load.py"
+    script.write_text(LOAD_TO_DEVICE)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert shown.stdout.decode().splitlines() == ["cuda cuda:0 True", "cuda:0 cuda:0 True", "cpu cpu True"], err
+    assert shown.returncode == 1 and f"device error at {script}:14" in err, "what it loaded is on the device"

@@ -86,6 +86,7 @@ def install(gpus: int = 1) -> None:
     _STATE.gpus, _STATE.current, _STATE.seeds = gpus, 0, {}
     mode = _build_mode(torch)()
     _patch_cuda(torch, gpus)
+    _patch_loading(torch)
     _patch_threads()
     mode.__enter__()
     _STATE.mode = mode
@@ -271,6 +272,29 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
     # the virtual GPU has no cuDNN: an RNN's flatten_parameters asks, and on a
     # CPU build torch would warn that it was compiled without it
     _patch(torch.backends.cudnn, "is_acceptable", lambda tensor: False)
+
+
+def _patch_loading(torch: Any) -> None:
+    """``torch.load(..., map_location="cuda:N")`` (or a device): a CPU build
+    cannot move a storage to CUDA, so a storage restored to a virtual device
+    stays on the CPU, tagged with it. Put first in ``torch.serialization``'s
+    registry of deserializers, for the locations naming "cuda"."""
+    import re
+
+    serialization = torch.serialization
+
+    def restore(storage: Any, location: str) -> Any:
+        if not re.fullmatch(r"cuda(:[0-9]+)?", location):
+            return None
+        # torch's own check and words: no CUDA, or an ordinal past device_count()
+        device = serialization._validate_device(location, "cuda")
+        if storage.device.type != "cpu":
+            return None
+        _TAGS[storage] = torch.device("cuda", _STATE.current if device.index is None else device.index)
+        return storage
+
+    registry = [(0, lambda storage: None, restore), *serialization._package_registry]
+    _patch(serialization, "_package_registry", registry)
 
 
 class _Stream:
