@@ -577,3 +577,25 @@ def test_run_torch_load_with_a_cuda_map_location_restores_onto_the_virtual_gpu(t
     err = shown.stderr.decode()
     assert shown.stdout.decode().splitlines() == ["cuda cuda:0 True", "cuda:0 cuda:0 True", "cpu cpu True"], err
     assert shown.returncode == 1 and f"device error at {script}:14" in err, "what it loaded is on the device"
+
+
+MODULE_TO_DTYPE = """\
+import torch
+import torch.nn as nn
+
+layer = nn.Linear(3, 2).cuda().to(torch.float64)
+print(layer.weight.device, layer.weight.dtype)
+print(layer(torch.ones(1, 3, dtype=torch.float64).cuda()).device)
+layer(torch.ones(1, 3, dtype=torch.float64))
+"""
+
+
+def test_run_module_to_a_dtype_keeps_the_device(tmp_path, fixdev):
+    # Module.to(dtype) calls tensor.to(None, dtype, False) on each tensor: the
+    # runtime read the None as a device and raised a TypeError
+    script = tmp_path / "to_dtype.py"
+    script.write_text(MODULE_TO_DTYPE)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert shown.stdout.decode().splitlines()[:2] == ["cuda:0 torch.float64", "cuda:0"], err
+    assert shown.returncode == 1 and f"device error at {script}:7" in err, err

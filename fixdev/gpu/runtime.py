@@ -497,7 +497,8 @@ def _build_mode(torch: Any) -> type:
         elif "device" in kwargs:
             wanted = target(kwargs["device"]) if kwargs["device"] is not None else current
             kwargs["device"] = "cpu"
-        elif rest and not isinstance(rest[0], torch.dtype):
+        elif rest and rest[0] is not None and not isinstance(rest[0], torch.dtype):
+            # (None: no device, as Module.to(dtype) passes it to each tensor)
             wanted = target(rest[0])
             rest[0] = "cpu"
         if wanted is False:
