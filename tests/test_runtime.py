@@ -599,3 +599,27 @@ def test_run_module_to_a_dtype_keeps_the_device(tmp_path, fixdev):
     err = shown.stderr.decode()
     assert shown.stdout.decode().splitlines()[:2] == ["cuda:0 torch.float64", "cuda:0"], err
     assert shown.returncode == 1 and f"device error at {script}:7" in err, err
+
+
+AUTOCAST = """\
+import torch
+import torch.nn as nn
+
+layer = nn.Linear(4, 4).cuda()
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    print(layer(torch.randn(2, 4).cuda()).dtype)
+with torch.autocast("cuda"):
+    print(layer(torch.randn(2, 4).cuda()).dtype, torch.is_autocast_enabled("cpu"))
+with torch.autocast("cuda", enabled=False):
+    print(layer(torch.randn(2, 4).cuda()).dtype)
+"""
+
+
+def test_run_cuda_autocast_casts_as_the_cpus_autocast(tmp_path, fixdev):
+    # CUDA autocast does not cover the CPU kernels the virtual GPU runs: it
+    # cast nothing, and AMP code that passes on the CPU failed on dtypes
+    script = tmp_path / "autocast.py"
+    script.write_text(AUTOCAST)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert shown.stdout.decode().splitlines() == ["torch.bfloat16", "torch.float16 True", "torch.float32"]

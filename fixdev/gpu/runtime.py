@@ -87,6 +87,8 @@ def install(gpus: int = 1) -> None:
     mode = _build_mode(torch)()
     _patch_cuda(torch, gpus)
     _patch_loading(torch)
+    if gpus:
+        _patch_autocast(torch)
     _patch_threads()
     mode.__enter__()
     _STATE.mode = mode
@@ -272,6 +274,22 @@ def _patch_cuda(torch: Any, gpus: int) -> None:
     # the virtual GPU has no cuDNN: an RNN's flatten_parameters asks, and on a
     # CPU build torch would warn that it was compiled without it
     _patch(torch.backends.cudnn, "is_acceptable", lambda tensor: False)
+
+
+def _patch_autocast(torch: Any) -> None:
+    """``torch.autocast("cuda")`` casts nothing on a CPU build (the virtual
+    GPU's tensors dispatch to the CPU's kernels, which CUDA autocast does not
+    cover): it becomes the CPU's autocast, with CUDA's default dtype
+    (float16), so AMP code behaves as on the CPU, not silently in full precision."""
+    autocast = torch.amp.autocast_mode.autocast
+    init = autocast.__init__
+
+    def __init__(self: Any, device_type: str, dtype: Any = None, enabled: bool = True, cache_enabled: Any = None) -> None:
+        if device_type == "cuda":
+            device_type, dtype = "cpu", torch.float16 if dtype is None else dtype
+        init(self, device_type, dtype, enabled, cache_enabled)
+
+    _patch(autocast, "__init__", __init__)
 
 
 def _patch_loading(torch: Any) -> None:
