@@ -623,3 +623,22 @@ def test_run_cuda_autocast_casts_as_the_cpus_autocast(tmp_path, fixdev):
     shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr.decode()
     assert shown.stdout.decode().splitlines() == ["torch.bfloat16", "torch.float16 True", "torch.float32"]
+
+
+TYPE_CAST = """\
+import torch
+
+x = torch.arange(4).cuda()
+cast = x.type(torch.float32)
+print(cast.device, cast.dtype, (cast * torch.ones(4).cuda()).device)
+"""
+
+
+def test_run_type_with_a_dtype_keeps_the_device(tmp_path, fixdev):
+    # tensor.type(dtype) returned an untagged tensor: on the CPU as far as the
+    # program could tell (pytorch-metric-learning's to_dtype casts with it)
+    script = tmp_path / "type_cast.py"
+    script.write_text(TYPE_CAST)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert shown.stdout.decode().splitlines() == ["cuda:0 torch.float32 cuda:0"]

@@ -600,8 +600,14 @@ def _build_mode(torch: Any) -> type:
 
     def type_(func, args, kwargs):
         device = tag_of(args[0])
-        if device is None or len(args) > 1 or kwargs:
+        if device is None:
             return func(*args, **kwargs)
+        if len(args) > 1 or kwargs:
+            out = func(*args, **kwargs)
+            wanted = args[1] if len(args) > 1 else kwargs.get("dtype")
+            if isinstance(wanted, torch.dtype):  # .type(torch.float32): a cast, on the same device
+                _tag(out, device)
+            return out
         return _type_name(args[0], device)
 
     def repr_(func, args, kwargs):
