@@ -626,3 +626,97 @@ def test_run_explains_an_rnn_cell_error_and_names_the_move_as_traceback_does(tmp
     assert f"device error at {script}:14: in forward: RuntimeError: Expected all tensors to be on the same device, but got mat2 is on cuda:0" in err
     assert "why: `h` is made by `torch.zeros(x.size(0), self.hidden)` on line 12 without a `device=`, so on the CPU" in err
     assert "change: move `h` to `x.device` before line 14: `h = h.to(x.device)`" in err
+
+
+LOAD_TO_DEVICE = """\
+import io
+import torch
+import torch.nn as nn
+
+model = nn.Linear(4, 2).cuda()
+buffer = io.BytesIO()
+torch.save(model.state_dict(), buffer)
+for where in ("cuda", torch.device("cuda:0"), "cpu"):
+    buffer.seek(0)
+    state = torch.load(buffer, map_location=where, weights_only=True)
+    print(where, state["weight"].device, torch.equal(state["weight"].cpu(), model.weight.cpu()))
+buffer.seek(0)
+state = torch.load(buffer, map_location="cuda")
+state["bias"] + torch.ones(2)
+"""
+
+
+def test_run_torch_load_with_a_cuda_map_location_restores_onto_the_virtual_gpu(tmp_path, fixdev):
+    # a CPU build cannot move a storage to CUDA: torch.load(map_location="cuda")
+    # raised "PyTorch was compiled without CUDA support" under the runtime
+    script = tmp_path / "load.py"
+    script.write_text(LOAD_TO_DEVICE)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert shown.stdout.decode().splitlines() == ["cuda cuda:0 True", "cuda:0 cuda:0 True", "cpu cpu True"], err
+    assert shown.returncode == 1 and f"device error at {script}:14" in err, "what it loaded is on the device"
+
+
+MODULE_TO_DTYPE = """\
+import torch
+import torch.nn as nn
+
+layer = nn.Linear(3, 2).cuda().to(torch.float64)
+print(layer.weight.device, layer.weight.dtype)
+print(layer(torch.ones(1, 3, dtype=torch.float64).cuda()).device)
+layer(torch.ones(1, 3, dtype=torch.float64))
+"""
+
+
+def test_run_module_to_a_dtype_keeps_the_device(tmp_path, fixdev):
+    # Module.to(dtype) calls tensor.to(None, dtype, False) on each tensor: the
+    # runtime read the None as a device and raised a TypeError
+    script = tmp_path / "to_dtype.py"
+    script.write_text(MODULE_TO_DTYPE)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    err = shown.stderr.decode()
+    assert shown.stdout.decode().splitlines()[:2] == ["cuda:0 torch.float64", "cuda:0"], err
+    assert shown.returncode == 1 and f"device error at {script}:7" in err, err
+
+
+AUTOCAST = """\
+import torch
+import torch.nn as nn
+
+layer = nn.Linear(4, 4).cuda()
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    print(layer(torch.randn(2, 4).cuda()).dtype)
+with torch.autocast("cuda"):
+    print(layer(torch.randn(2, 4).cuda()).dtype, torch.is_autocast_enabled("cpu"))
+with torch.autocast("cuda", enabled=False):
+    print(layer(torch.randn(2, 4).cuda()).dtype)
+"""
+
+
+def test_run_cuda_autocast_casts_as_the_cpus_autocast(tmp_path, fixdev):
+    # CUDA autocast does not cover the CPU kernels the virtual GPU runs: it
+    # cast nothing, and AMP code that passes on the CPU failed on dtypes
+    script = tmp_path / "autocast.py"
+    script.write_text(AUTOCAST)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert shown.stdout.decode().splitlines() == ["torch.bfloat16", "torch.float16 True", "torch.float32"]
+
+
+TYPE_CAST = """\
+import torch
+
+x = torch.arange(4).cuda()
+cast = x.type(torch.float32)
+print(cast.device, cast.dtype, (cast * torch.ones(4).cuda()).device)
+"""
+
+
+def test_run_type_with_a_dtype_keeps_the_device(tmp_path, fixdev):
+    # tensor.type(dtype) returned an untagged tensor: on the CPU as far as the
+    # program could tell (pytorch-metric-learning's to_dtype casts with it)
+    script = tmp_path / "type_cast.py"
+    script.write_text(TYPE_CAST)
+    shown = fixdev("--run", "--", "python", str(script), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert shown.stdout.decode().splitlines() == ["cuda:0 torch.float32 cuda:0"]

@@ -486,7 +486,8 @@ def _build_mode(torch: Any) -> type:
         elif "device" in kwargs:
             wanted = target(kwargs["device"]) if kwargs["device"] is not None else current
             kwargs["device"] = "cpu"
-        elif rest and not isinstance(rest[0], torch.dtype):
+        elif rest and rest[0] is not None and not isinstance(rest[0], torch.dtype):
+            # (None: no device, as Module.to(dtype) passes it to each tensor)
             wanted = target(rest[0])
             rest[0] = "cpu"
         if wanted is False:
@@ -624,8 +625,14 @@ def _build_mode(torch: Any) -> type:
 
     def type_(func, args, kwargs):
         device = tag_of(args[0])
-        if device is None or len(args) > 1 or kwargs:
+        if device is None:
             return func(*args, **kwargs)
+        if len(args) > 1 or kwargs:
+            out = func(*args, **kwargs)
+            wanted = args[1] if len(args) > 1 else kwargs.get("dtype")
+            if isinstance(wanted, torch.dtype):  # .type(torch.float32): a cast, on the same device
+                _tag(out, device)
+            return out
         return _type_name(args[0], device)
 
     def repr_(func, args, kwargs):
