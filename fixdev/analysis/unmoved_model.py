@@ -49,6 +49,8 @@ PLACERS = re.compile(
 # Calls that place whatever they are given: a model passed to one may come back moved.
 _PLACING_WORDS = re.compile(r"(?i)device|cuda|gpu|prepare|parallel|wrap|shard|dispatch|move|place|setup|distribut|compile|ema|fit\b|trainer|engine|launch")
 _MOVES = frozenset({"to", "cuda", "xpu", "mps"})
+# An argument that hands the maker a device: what it builds lives there.
+_GIVEN_A_DEVICE = re.compile(r"(?i)device|cuda|gpu|map_location")
 
 
 @dataclass(frozen=True)
@@ -206,13 +208,20 @@ def _passed_to_placer(flow, chain: str) -> bool:
 
 def _loaded(flow, chain: str) -> bool:
     """A name like the model's is bound to a loaded object (``model =
-    torch.load(f, map_location=device)``): it lives where the checkpoint or
-    ``map_location`` says."""
+    torch.load(f, map_location=device)``), or made by a call given a device
+    (``model = attempt_load(weights, device=device)``): it lives where the
+    checkpoint, ``map_location`` or that call says."""
     last = chain.rsplit(".", 1)[-1]
     for node in ast_walk(flow.tree):
         if type(node) is ast.Assign and any(_model_chain(t) is not None and _model_chain(t).rsplit(".", 1)[-1] == last for t in node.targets):
-            if any(type(c) is ast.Call and (type(c.func) is ast.Attribute and c.func.attr == "load" or type(c.func) is ast.Name and c.func.id == "load") for c in ast_walk(node.value)):
-                return True
+            for c in ast_walk(node.value):
+                if type(c) is not ast.Call:
+                    continue
+                if type(c.func) is ast.Attribute and c.func.attr == "load" or type(c.func) is ast.Name and c.func.id == "load":
+                    return True
+                given = " ".join([*(ast.unparse(a) for a in c.args), *(f"{k.arg} {ast.unparse(k.value)}" for k in c.keywords)])
+                if _GIVEN_A_DEVICE.search(given):
+                    return True
     return False
 
 
