@@ -83,7 +83,9 @@ class NumpyOnDevice(Rule):
     (`def f(t): return t.numpy()`: it may be any array-like), one used only
     with methods NumPy arrays share (`x.reshape`, `x.view`, `x.T`, `x.max()`),
     one whose kind the code tests (`isinstance(x, torch.Tensor)`: the other
-    branch reads lists), a call into another file. Also in a script that runs
+    branch reads lists or arrays, even where every caller in the run passes a
+    tensor; a read in the arm where the test shows a tensor is still fixed), a
+    call into another file. Also in a script that runs
     on the CPU only (it names no device, moves nothing, and no other file
     imports it), where the read runs only without CUDA (the
     `else` of `if torch.cuda.is_available():` or of `if args.cuda:`, the body
@@ -120,6 +122,8 @@ class NumpyOnDevice(Rule):
         # shown a tensor by nothing but the read, or by methods NumPy arrays share
         "import numpy as np, torch\ndef f(x):\n    return np.histogram(x.reshape(-1))\n",
         "import numpy as np, torch\ndef f(x):\n    if isinstance(x, torch.Tensor):\n        x.unsqueeze(0)\n    return np.asarray(x)\n",
+        # the array arm of a kind test, though the one caller here passes a tensor
+        "import numpy as np, torch\ndef f(b):\n    return b.clone() if isinstance(b, torch.Tensor) else np.copy(b)\ndef g(v):\n    return f(torch.tensor(v).view(1, 4))\n",
         (
             "import torch\nx = torch.randn(3)\nif torch.cuda.is_available():\n    x = x.cuda()\ny = x * 2\n"
             "if torch.cuda.is_available():\n    a = y.cpu().numpy()\nelse:\n    a = y.numpy()\n"
@@ -147,6 +151,10 @@ class NumpyOnDevice(Rule):
         Invalid(
             "import torch\ndef features(z: torch.Tensor):\n    return z.detach().numpy()\n",
             "import torch\ndef features(z: torch.Tensor):\n    return z.detach().cpu().numpy()\n",
+        ),
+        Invalid(
+            "import torch\ndef f(v):\n    return v.detach().numpy() if torch.is_tensor(v) else v\n",
+            "import torch\ndef f(v):\n    return v.detach().cpu().numpy() if torch.is_tensor(v) else v\n",
         ),
         Invalid(
             "import numpy as np, torch\ndef has_nan(scores):\n    return np.isnan(torch.softmax(scores, -1).max())\n",

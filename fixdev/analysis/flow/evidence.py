@@ -35,11 +35,11 @@ SEQUENCE_FIRST = frozenset("cat concat concatenate stack hstack vstack dstack co
 _NOT_TENSOR_FIRST = TENSOR_FACTORIES | DATA_FACTORIES | LIKE_FACTORIES | NOT_OPERATIONS | NUMBER_FIRST_OPERATIONS
 
 
-def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset]:
+def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset, frozenset]:
     """What a function's code shows are tensors, whatever its callers pass:
     (its parameters, those shown so by more than a read as an array
     (``x.numpy()``), its local names bound once and shown so by more than a
-    read). A parameter is a tensor when the code calls a method only
+    read, the names whose kind it tests). A parameter is a tensor when the code calls a method only
     tensors have on it (not one NumPy arrays or modules share: ``x.size(0)``,
     ``x.dim()``, ``x.unsqueeze(1)``, ``x.permute(...)``, not
     ``x.view``/``x.reshape``/``x.T``/``x.shape``), reads an attribute only
@@ -92,13 +92,54 @@ def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset]:
     never = (1 << 30, 0)
     params = frozenset(name for name, at in first_use.items() if at < first_store.get(name, never) and name not in tested)
     strict = frozenset(name for name, at in first_strict.items() if at < first_store.get(name, never) and name not in tested)
-    return params, strict, frozenset(used_locals - tested)
+    return params, strict, frozenset(used_locals - tested), frozenset(tested)
 
 
 def _tests_kind(func: ast.AST) -> bool:
     """``isinstance``, ``type``, ``hasattr``, ``torch.is_tensor``: a test of what a value is."""
     name = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else None
     return name in ("isinstance", "type", "hasattr", "is_tensor")
+
+
+def in_tensor_arm(flow, node: ast.AST, name: str, function: ast.AST) -> bool:
+    """``node`` runs, inside ``function``, only where a test of ``name``'s kind
+    says it is a tensor: the body of ``if isinstance(name, torch.Tensor):``
+    (also ``torch.is_tensor(name)``, a tuple of types naming ``Tensor``, one
+    side of an ``and``, the conditional expression's arm), or the ``else`` of
+    such a test negated."""
+    parents = flow.ast_parents()
+    child, block = node, parents.get(node)
+    while block is not None and block is not function:
+        kind = type(block)
+        if kind is ast.If or kind is ast.IfExp:
+            inside = child in block.body if kind is ast.If else child is block.body
+            other = child in block.orelse if kind is ast.If else child is block.orelse
+            if (inside or other) and _says_tensor(block.test, name, inside):
+                return True
+        child, block = block, parents.get(block)
+    return False
+
+
+def _says_tensor(test: ast.expr, name: str, truth: bool) -> bool:
+    """``test`` evaluating to ``truth`` shows ``name`` holds a tensor."""
+    while type(test) is ast.UnaryOp and type(test.op) is ast.Not:
+        test, truth = test.operand, not truth
+    if type(test) is ast.BoolOp:
+        # every side of a true `and` holds; a false `or` makes every side false
+        if (type(test.op) is ast.And) is truth:
+            return any(_says_tensor(value, name, truth) for value in test.values)
+        return False
+    if not truth or type(test) is not ast.Call or not test.args or type(test.args[0]) is not ast.Name or test.args[0].id != name:
+        return False
+    func = test.func
+    called = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else None
+    if called == "is_tensor":
+        return True
+    if called != "isinstance" or len(test.args) != 2:
+        return False
+    kinds = test.args[1].elts if type(test.args[1]) is ast.Tuple else [test.args[1]]
+    # `isinstance(x, (torch.Tensor, np.ndarray))` says nothing: every kind must be a tensor's
+    return all((k.id if type(k) is ast.Name else k.attr if type(k) is ast.Attribute else None) == "Tensor" for k in kinds)
 
 
 def tensor_attributes(flow, cls: ast.ClassDef) -> tuple[frozenset, frozenset]:

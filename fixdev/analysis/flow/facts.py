@@ -569,6 +569,11 @@ class FileFlow:
         """Local names bound once that the function's code shows are tensors (``evidence``)."""
         return self._tensor_evidence(scope)[2] if scope.kind == "function" else frozenset()
 
+    def kind_tested(self, scope: Scope) -> frozenset:
+        """The names the function tests the kind of (``isinstance(x, torch.Tensor)``,
+        ``torch.is_tensor(x)``): a tensor on one path, something else on another (``evidence``)."""
+        return self._tensor_evidence(scope)[3] if scope.kind == "function" else frozenset()
+
     def _tensor_evidence(self, scope: Scope) -> tuple:
         key = ("tensor evidence", scope.node)
         found = self.cache.get(key)

@@ -125,10 +125,25 @@ def numpy_read(run, node: ast.AST, value_node: ast.AST, value: Value, state: dic
     elif value.what is What.TENSOR and value.places and all(type(p) is SameAs or p is UNKNOWN for p, _ in value.places):
         # on the host on no path (a host tensor mixed with options, `F.interpolate(x, mode=m)`, is one)
         # a parameter or attribute read so must be shown a tensor by more than this read
+        if _kind_tested(run, value_node):
+            return  # `x.clone() if isinstance(x, Tensor) else np.copy(x)`: an array here, whatever the callers pass
         if all(_shown_a_tensor(run, p) for p, _ in value.places if type(p) is SameAs) and run.flow.meets_devices():
             key = (node, value_node)
             if key not in run.sinks:
                 run.sinks[key] = Sink("numpy-relative", node, value_node, (), None, None)
+
+
+def _kind_tested(run, value_node: ast.AST) -> bool:
+    """The name ``value_node`` reads (``x``, ``x[..., :2]``, ``x.float()``) is one
+    whose kind its function tests (``isinstance(x, torch.Tensor)``): the code
+    takes it for a tensor on one path and an array or a list on another, so
+    what it is at this read is not shown, even where every caller in the run
+    passes a tensor (other files may pass arrays); unless the read is in the
+    arm of such a test where it is a tensor (``evidence.in_tensor_arm``)."""
+    root = evidence.tensor_root(value_node)
+    if root is None or run.scope.kind != "function" or root.id not in run.flow.kind_tested(run.scope):
+        return False
+    return not evidence.in_tensor_arm(run.flow, value_node, root.id, run.scope.node)
 
 
 def _shown_a_tensor(run, placement: SameAs) -> bool:
