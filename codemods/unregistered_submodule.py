@@ -168,7 +168,8 @@ class UnregisteredSubmodule(Rule):
     store); when no method other than `__init__` reads it; when the modules
     are registered some other way too (`nn.Sequential(*self.layers)`,
     `self.add_module(...)` or `setattr(self, ...)` over them); for a list of
-    tensors that no method reads; and for layers built in `forward` and
+    tensors that no method reads or that an `_apply` override in the file
+    moves itself (`m.grid = list(map(fn, m.grid))`); and for layers built in `forward` and
     moved there (`nn.Linear(...).to(x.device)`). For a model never moved:
     silent where the file moves anything not shown to be a tensor, where a
     caller chooses the device (`def evaluate(model, loader, device)`: it
@@ -435,6 +436,8 @@ class UnregisteredSubmodule(Rule):
         if not reads:
             return  # nothing in the class runs them
         if holder.kind == "tensor":
+            if name in analysis.set_in_apply(self.context):
+                return  # an _apply override moves them with the module (m.grid = list(map(fn, m.grid)))
             self.report(
                 statement,
                 f"Tensors in a plain {holder.container} `self.{name}` do not follow `.to(device)`; register each as a buffer "

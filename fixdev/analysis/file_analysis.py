@@ -148,6 +148,21 @@ def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
     return shared["ast_index"]
 
 
+def set_in_apply(facts: "RuleContext | Screening") -> frozenset:
+    """The attribute names an ``_apply`` override in the file assigns
+    (``m.grid = list(map(fn, m.grid))``): state the code moves itself
+    whenever ``.to()`` / ``.cuda()`` / ``.half()`` reach the module."""
+    shared = facts.shared
+    if "set_in_apply" not in shared:
+        found = set()
+        if "_apply" in facts.text:
+            for node in ast_walk(flow_for(facts).tree):
+                if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef) and node.name == "_apply":
+                    found.update(t.attr for sub in ast_walk(node) if type(sub) is ast.Assign for t in sub.targets if type(t) is ast.Attribute)
+        shared["set_in_apply"] = frozenset(found)
+    return shared["set_in_apply"]
+
+
 def call_arguments(call: ast.Call) -> list[ast.expr]:
     """A call's argument values (CPython's tree), keyword ones too (``*x`` counts as ``x``)."""
     return [arg.value if type(arg) is ast.Starred else arg for arg in call.args] + [keyword.value for keyword in call.keywords]
