@@ -86,7 +86,9 @@ class CudaCall(Rule):
     `.to(device)` on the CPU returns the tensor itself: where the result (or a
     view of it) is later written in place (`add_`, `zero_`, `x[i] = ...`,
     `+=`, `out=`), the fix writes `.to(device, copy=True)`, so the write never
-    lands in the original. Unsafe (the fix may change more than the device)
+    lands in the original; a write to an attribute of the result
+    (`layer.weight.data.zero_()`) or to what calling it returns is no such
+    write (a module's `.to()` moves in place and rejects `copy=`). Unsafe (the fix may change more than the device)
     where such a write is not in this function (the result is returned and
     written by the caller) and so gets no `copy=True`: on the CPU the caller's
     write would then alias the tensor that was moved. A device taken from a

@@ -391,3 +391,38 @@ def test_a_move_written_in_place_keeps_its_copy_on_the_cpu(fixdev):
     # raises "modified by an inplace operation"; the copy may be written
     namespace["scaled"](torch.sigmoid(w)).backward()
     assert w.grad.tolist() == [0.5, 0.5, 0.5]
+
+
+LAYER_WRITTEN = """\
+import torch
+import torch.nn as nn
+
+
+class Gate(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(width))
+
+    def forward(self, x):
+        return x * self.weight
+
+
+def identity_gate(width, build=Gate):
+    gate = build(width).cuda()
+    gate.weight.data.fill_(1.0)
+    out = gate(torch.ones(2, width).cuda())
+    out *= 3
+    return out
+"""
+
+
+def test_a_layer_whose_parameters_or_output_are_written_gets_no_copy(fixdev):
+    # `build(width)` may be any class: what shows it is no tensor is the code
+    # that follows, which writes a parameter of it (`gate.weight.data`) and
+    # its output (`out *= 3`), neither a view of the moved value. Module.to()
+    # rejects copy=True ("does not accept copy argument") and moves in place.
+    fixed = fixdev("--apply", "--select", "FDV104", "--stdin-filename", "gate.py", "-", stdin=LAYER_WRITTEN.encode()).stdout.decode()
+    assert "build(width).to(device)" in fixed and "copy=True" not in fixed, fixed
+    namespace: dict = {}
+    exec(compile(fixed, "gate.py", "exec"), namespace)  # runs on this CPU-only build
+    assert namespace["identity_gate"](4).tolist() == [[3.0] * 4] * 2

@@ -600,6 +600,10 @@ def device_expression(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression
 
 # Tensor methods whose result shares the receiver's storage: a write to one is a write to the other.
 VIEW_METHODS = frozenset("view view_as reshape t T mT permute transpose squeeze unsqueeze expand expand_as narrow select flatten unflatten unbind split chunk detach as_strided diagonal real imag".split())
+# Attributes of a tensor that are views of it (`y.data`, `y.T`); any other
+# attribute read from the result (`layer.weight`) shows it is a module or
+# another object, whose `.to()` takes no `copy=` and moves in place anyway.
+VIEW_ATTRIBUTES = frozenset("data T mT H mH real imag".split())
 
 
 def written_in_place(rule: "Rule", call: cst.Call) -> bool:
@@ -661,19 +665,26 @@ def written_in_place(rule: "Rule", call: cst.Call) -> bool:
                     if type(value) is _ast.Call:
                         value = value.func
                         if type(value) is not _ast.Attribute or value.attr not in VIEW_METHODS:
+                            value = None  # y(x), y.other(): a new value, no view (a module's output)
                             break
+                    elif type(value) is _ast.Attribute and value.attr not in VIEW_ATTRIBUTES:
+                        value = None
+                        break
                     value = value.value
                 if type(value) is _ast.Name and value.id in names and value is not node.value:
                     names.add(node.targets[0].id)
                     changed = True
 
     def held(expr) -> bool:
-        """``y``, ``y.data``, ``y[0]``, ``y.view(-1)[0]``: the result or a view of it."""
+        """``y``, ``y.data``, ``y[0]``, ``y.view(-1)[0]``: the result or a view of
+        it (not ``y.weight``: a module's parameter, written where it lives)."""
         while type(expr) in (_ast.Attribute, _ast.Subscript, _ast.Call):
             if type(expr) is _ast.Call:
                 if type(expr.func) is not _ast.Attribute or expr.func.attr not in VIEW_METHODS:
                     return False
                 expr = expr.func
+            elif type(expr) is _ast.Attribute and expr.attr not in VIEW_ATTRIBUTES:
+                return False
             expr = expr.value
         return type(expr) is _ast.Name and expr.id in names
 
