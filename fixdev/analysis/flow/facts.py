@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import bisect
 import warnings
+from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.source import CPythonPositions
 from fixdev.analysis.flow import arms, calls
 from fixdev.analysis.flow.index import Scope, FUNCTION_DEFS, FileIndex
@@ -17,7 +18,7 @@ from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.told import Evidence
 from fixdev.analysis.flow.syntax import chain_of, root_of, ast_walk
 from fixdev.analysis.flow.sources import meets, source_chains
-from fixdev.analysis.flow.vocabulary import DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
+from fixdev.analysis.flow.vocabulary import DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, TRANSPARENT_DECORATORS, BUILTIN_NAMES, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
 from fixdev.analysis.flow.classes import ClassFacts, naming
 from fixdev.analysis.flow import entries, evidence
 
@@ -838,13 +839,7 @@ class FileFlow:
         key = ("evidence", scope.node)
         found = self.cache.get(key)
         if found is None:
-            found = set()
-            for node in ast_walk(scope.node):
-                if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in MODULE_EVIDENCE:
-                    receiver = chain_of(node.func.value)
-                    if receiver is not None:
-                        found.add(receiver)
-            self.cache[key] = found
+            found = self.cache[key] = remembered("module evidence", scope.node, lambda: evidence.module_evidence(scope.node))
         return chain in found
 
     def mentions_device(self, node: ast.AST) -> bool:
@@ -852,15 +847,7 @@ class FileFlow:
         key = ("mentions", node)
         found = self.cache.get(key)
         if found is None:
-            found = False
-            for sub in ast_walk(node):
-                if type(sub) is ast.Attribute and sub.attr in ("to", "cuda", "device"):
-                    found = True
-                    break
-                if type(sub) is ast.Name and DEVICE_NAME_PATTERN.fullmatch(sub.id):
-                    found = True
-                    break
-            self.cache[key] = found
+            found = self.cache[key] = remembered("mentions device", node, lambda: evidence.mentions_device(node))
         return found
 
     # -- naming a device --------------------------------------------------------------------
@@ -977,11 +964,20 @@ class FileFlow:
         statement = body[i]
         found = self._spans.get(statement)
         if found is None:
-            found = {}
-            for node in ast_walk(statement):
-                if isinstance(node, ast.expr):
-                    found.setdefault(self.span(node), node)
-            self._spans[statement] = found
+            # by offsets from the statement's first line, kept across versions
+            # (``ast_reuse``: a node kept stands on the same lines, the same text)
+            base = self._offset(statement.lineno, 0)
+            relative = remembered("spans", statement, lambda: self._relative_spans(statement, base))
+            found = self._spans[statement] = {(start + base, end + base): node for (start, end), node in relative.items()} if base else relative
         return found
+
+    def _relative_spans(self, statement: ast.stmt, base: int) -> dict:
+        found: dict = {}
+        for node in ast_walk(statement):
+            if isinstance(node, ast.expr):
+                start, end = self.span(node)
+                found.setdefault((start - base, end - base), node)
+        return found
+
 
 
