@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import bisect
 import warnings
+from fixdev.engine import ast_reuse
 from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.source import CPythonPositions
-from fixdev.analysis.flow import arms, calls
+from fixdev.analysis.flow import arms, calls, carry
 from fixdev.analysis.flow.index import Scope, FUNCTION_DEFS, FileIndex
 from fixdev.analysis.flow.interpreter import Run
 from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH
@@ -65,6 +66,9 @@ class FileFlow:
         self._spans: dict[ast.stmt, dict] = {}
         self._device_strings: dict[str, Value | None] = {}
         self.evidence_places: dict[tuple, tuple] = evidence.resolve(self) if evidence is not None else {}
+        self._carried = carry.carried(ast_reuse.active(), self)  # the language server's runs kept from versions before
+        self.carry_units = None
+        self.tangled = False  # a run was asked for while being computed (recursion)
 
     # -- the query API -----------------------------------------------------------------
 
@@ -296,7 +300,15 @@ class FileFlow:
             return self.cache[key]
         if key in self._active:
             self._tainted.update(self._active[self._active.index(key) + 1 :])
+            self.tangled = True
             return None
+        carried = self._carried if key[0] in carry.KINDS else None
+        kept = carried.take(self, key) if carried is not None else None
+        if kept is not None:
+            self._runs += 1
+            self.cache[key] = kept[0]
+            carried.give(self, key, kept[0])
+            return kept[0]
         self._active.append(key)
         try:
             result = make()
@@ -308,7 +320,12 @@ class FileFlow:
             if self._runs < self._budget:
                 return result
         self.cache[key] = result
+        if carried is not None and self._runs < self._budget:
+            carried.give(self, key, result)
         return result
+
+    def module_prepass(self) -> dict:
+        return self._prepass(self.index.module)
 
     def _run_holding(self, node: ast.AST) -> Run | None:
         scope = self.index.scope_at(position_of(node))
@@ -946,7 +963,7 @@ class FileFlow:
                 return at
             at = end
 
-    def _top_lines(self) -> list[int]:
+    def top_lines(self) -> list[int]:
         """The line each top-level statement starts on, made once."""
         found = self.cache.get("top lines")
         if found is None:
@@ -958,7 +975,7 @@ class FileFlow:
         starts = self._starts()
         line = bisect.bisect_right(starts, offset) - 1
         body = self.tree.body
-        i = bisect.bisect_right(self._top_lines(), line) - 1
+        i = bisect.bisect_right(self.top_lines(), line) - 1
         if i < 0:
             return {}
         statement = body[i]
