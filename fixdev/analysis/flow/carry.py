@@ -246,6 +246,16 @@ def carried(reuse: AstReuse | None, flow) -> Carried | None:
     return found
 
 
+def through(carried: Carried | None, flow, key: tuple, make):
+    """The result kept for ``key`` where it holds in ``flow``, else ``make()``; kept either way."""
+    if carried is None:
+        return make()
+    kept = carried.take(flow, key)
+    result = kept[0] if kept is not None else make()
+    carried.give(flow, key, result)
+    return result
+
+
 def units(flow) -> Units:
     if flow.carry_units is None:
         flow.carry_units = Units(flow)

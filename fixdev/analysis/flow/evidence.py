@@ -353,7 +353,7 @@ def meets_devices(flow) -> bool:
     files import, or one whose top level only defines things (a script runs
     statements). A script that does neither runs on the CPU only, where a
     device-relative fix would be noise."""
-    if flow.mentions_device(flow.tree):
+    if any(flow.mentions_device(statement) for statement in flow.tree.body):  # (by statement: kept across versions)
         return True
     project = flow.project
     if project is not None and getattr(project, "is_library", None) is not None and project.is_library():

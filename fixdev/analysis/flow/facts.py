@@ -591,7 +591,7 @@ class FileFlow:
         key = ("tensor evidence", scope.node)
         found = self.cache.get(key)
         if found is None:
-            found = self.cache[key] = evidence.tensor_parameters(self, scope)
+            found = self.cache[key] = carry.through(self._carried, self, key, lambda: evidence.tensor_parameters(self, scope))
         return found
 
     def evidenced_attributes(self, cls: ast.ClassDef, reads: bool = True) -> frozenset:
