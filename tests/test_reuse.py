@@ -173,3 +173,39 @@ def test_the_cli_keeps_nothing():
     flow = FileFlow(BASE)
     flow.sinks()
     assert ast_reuse.active() is None and flow.carry_units is None
+
+
+def test_a_statement_keeps_its_node_only_on_the_same_lines():
+    reuse = ast_reuse.AstReuse()
+    first = reuse.splice(BASE, ast.parse(BASE))
+    typed = BASE.replace("    y = model(x)\n", "    y = model(x)  # typed\n")
+    second = reuse.splice(typed, ast.parse(typed))
+    assert [a is b for a, b in zip(first.body, second.body)].count(False) == 1  # main, typed in
+    assert ast.dump(second, include_attributes=True) == ast.dump(ast.parse(typed), include_attributes=True)
+    moved = "\n" + typed  # every statement one line lower: none is kept
+    third = reuse.splice(moved, ast.parse(moved))
+    assert not any(a is b for a, b in zip(second.body, third.body))
+    assert ast.dump(third, include_attributes=True) == ast.dump(ast.parse(moved), include_attributes=True)
+
+
+def test_what_is_kept_is_bounded(monkeypatch):
+    monkeypatch.setattr(ast_reuse, "_NODES", 50)
+    cache = ParseCache()
+    engine = Engine(all_rules())
+    with reusing(cache):
+        for i in range(4):
+            engine.lint(BASE.replace("    y = model(x)\n", f"    y = model(x)  # {i}\n"))
+    reuse = cache.by_node[("fixdev.engine.ast_reuse",)]
+    nodes = sum(1 for _ in ast.walk(ast.parse(BASE)))
+    # started over before the last version: what it kept is that version's at most
+    assert len(reuse.children) <= nodes and len(reuse.memo) <= nodes
+
+
+def test_the_screens_index_put_together_is_one_pass_over_the_whole_tree():
+    from fixdev.analysis.file_analysis import _composed_index, _statement_index
+
+    for text in (BASE, _script([1, 1, 0, 2, 0, 2, 0, 1, 2, 0, 3, 0, 0, 2, 3, 0, 2, 1, 0])):
+        tree = ast.parse(text)
+        (index, parents), (whole, whole_parents) = _composed_index(tree), _statement_index(tree)
+        assert index == whole and parents == whole_parents
+        assert [list(v) for v in index.calls.values()] == [list(v) for v in whole.calls.values()] and list(index.calls) == list(whole.calls)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
 import libcst as cst
 
+from fixdev.engine import ast_reuse
 from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.rule import Edit, child_nodes, dotted
 
@@ -116,30 +117,40 @@ class _AstIndex(NamedTuple):
 
 def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
     """One pass over the file's CPython tree for what screens look up; it
-    also records every node's parent, for ``ast_parents``. Made a top-level
-    statement at a time (the language server keeps each one's part), in the
-    order one pass over the whole tree meets them."""
+    also records every node's parent, for ``ast_parents``. In the language
+    server it is put together from each top-level statement's (kept across
+    versions), in the order one pass over the whole tree meets them."""
     shared = facts.shared
     if "ast_index" not in shared:
         flow = flow_for(facts)
-        index = _AstIndex({}, {}, [], set())
-        parents: dict[ast.AST, ast.AST] = {}
-        for statement in reversed(flow.tree.body):  # (a stack: the last statement is walked first)
-            part, part_parents = remembered("ast index", statement, lambda statement=statement: _statement_index(statement))
-            for name, calls in part.calls.items():
-                index.calls.setdefault(name, []).extend(calls)
-            index.methods.update(part.methods)
-            index.classes.extend(part.classes)
-            index.imported.update(part.imported)
-            parents[statement] = flow.tree
-            parents.update(part_parents)
+        if ast_reuse.active() is None:  # the CLI: one pass over the whole tree
+            index, parents = _statement_index(flow.tree)
+        else:
+            index, parents = _composed_index(flow.tree)
         if getattr(flow, "parents", None) is None:
             flow.parents = parents
         shared["ast_index"] = index
     return shared["ast_index"]
 
 
-def _statement_index(statement: ast.stmt) -> tuple[_AstIndex, dict]:
+def _composed_index(tree: ast.Module) -> tuple[_AstIndex, dict]:
+    """``_statement_index(tree)``, from each top-level statement's, kept across versions."""
+    index = _AstIndex({}, {}, [], set())
+    parents: dict[ast.AST, ast.AST] = {}
+    for statement in reversed(tree.body):  # (a stack: the last statement is walked first)
+        part, part_parents = remembered("ast index", statement, lambda statement=statement: _statement_index(statement))
+        for name, calls in part.calls.items():
+            index.calls.setdefault(name, []).extend(calls)
+        index.methods.update(part.methods)
+        index.classes.extend(part.classes)
+        index.imported.update(part.imported)
+        parents[statement] = tree
+        parents.update(part_parents)
+    return index, parents
+
+
+def _statement_index(statement: ast.AST) -> tuple[_AstIndex, dict]:
+    """The index and parents of ``statement``'s tree (or the module's)."""
     index = _AstIndex({}, {}, [], set())
     parents: dict[ast.AST, ast.AST] = {}
     stack: list[tuple[ast.AST, ast.AST | None]] = [(statement, None)]

@@ -25,6 +25,7 @@ from typing import Iterable, Iterator
 
 import libcst as cst
 
+from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.rule import Edit, Rule, child_nodes, dotted
 from fixdev.engine.source import line_start
 
@@ -431,7 +432,20 @@ class TorchBinding:
 
 
 def _torch_imports(body_owner: cst.CSTNode) -> list[TorchBinding]:
-    body = body_owner.body if isinstance(body_owner, cst.FunctionDef) else body_owner
+    """The ``import torch`` statements of a function's or the module's own
+    scope, in order; kept by node across versions (the language server), the
+    module's a top-level statement at a time."""
+    if isinstance(body_owner, cst.Module):
+        return [
+            binding
+            for statement in body_owner.body
+            if type(statement) not in _DEFINITIONS  # (a def's own scope is not the module's)
+            for binding in remembered("torch imports", statement, lambda statement=statement: _torch_imports_of(statement))
+        ]
+    return remembered("torch imports", body_owner, lambda: _torch_imports_of(body_owner.body if isinstance(body_owner, cst.FunctionDef) else body_owner))
+
+
+def _torch_imports_of(body: cst.CSTNode) -> list[TorchBinding]:
     found = []
     for node in own_statements(body):
         if isinstance(node, cst.Import):

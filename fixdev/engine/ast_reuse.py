@@ -42,8 +42,8 @@ _KEY = ("fixdev.engine.ast_reuse",)
 # Bounds: kept statements and the nodes kept by them. Past either, all starts
 # over (versions of an edited statement pile up; none is ever removed).
 _STATEMENTS = 20_000
-_NODES = 600_000
-_CHARACTERS = 2_000_000
+_NODES = 200_000
+_CHARACTERS = 1_000_000
 
 
 class AstReuse:
@@ -144,8 +144,10 @@ def remembered(what: str, node: ast.AST, make: Callable[[], object]):
     if reuse is None:
         return make()
     key = (what, node)
-    memo = reuse.memo
-    if key in memo:
-        return memo[key]
-    found = memo[key] = make()
+    found = reuse.memo.get(key, _MISSING)
+    if found is _MISSING:
+        found = reuse.memo[key] = make()
     return found
+
+
+_MISSING = object()
