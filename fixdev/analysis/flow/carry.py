@@ -100,6 +100,8 @@ class Units:
                 self.binders.setdefault(name, []).append(unit)
         self._reads: dict[ast.stmt, tuple[frozenset, frozenset]] = {}
         self._components: dict | None = None
+        self._helpers: dict[ast.ClassDef, frozenset] = {}
+        self.verdicts: dict = {}  # FileFlow of a version before -> top-level statement -> refusal
 
     def reads(self, unit: ast.stmt) -> tuple[frozenset, frozenset]:
         """(the top-level statements ``unit``'s runs may depend on: it, those
@@ -144,6 +146,12 @@ class Units:
 
     def called_from_init(self, cls: ast.ClassDef) -> frozenset:
         """The methods of ``cls`` only its ``__init__`` calls (``ClassFacts.attributes``' helpers)."""
+        found = self._helpers.get(cls)
+        if found is None:
+            found = self._helpers[cls] = self._called_from_init(cls)
+        return found
+
+    def _called_from_init(self, cls: ast.ClassDef) -> frozenset:
         info = self.flow.index.classes.get(cls)
         mentions = self.flow.mentions()
         init = info.methods.get("__init__") if info is not None else None
@@ -189,11 +197,27 @@ def refusal(before, flow, key: tuple) -> str | None:
     """Why a run of ``key`` made in ``before`` may not hold in ``flow`` (None: it holds)."""
     if before is flow or before.tangled:
         return "tangled"
+    if not hasattr(key[1], "lineno"):
+        return "module"  # (a module's own tree is new in every version)
+    now = units(flow)
+    unit = now.unit_of(key[1])
+    if unit is None:
+        return "changed"
+    verdicts = now.verdicts.setdefault(before, {})
+    if unit in verdicts:
+        return verdicts[unit]
+    verdict = _refusal(before, flow, unit)
+    if verdict != "busy":
+        verdicts[unit] = verdict
+    return verdict
+
+
+def _refusal(before, flow, unit: ast.stmt) -> str | None:
+    """``refusal`` of what ``before`` computed in the top-level statement ``unit``."""
     if not _alike(before, flow):
         return "file"
     now, then = units(flow), units(before)
-    unit = now.unit_of(key[1])
-    if unit is None or unit not in then.present:
+    if unit not in then.present:
         return "changed"
     depends, names = now.reads(unit)
     if not all(d in then.present for d in depends):
@@ -207,6 +231,8 @@ def refusal(before, flow, key: tuple) -> str | None:
         prepass_then = before.cache.get(("pre", before.tree))
         if not isinstance(prepass_then, dict):
             return "no prepass"
+        if ("pre", flow.tree) not in flow.cache and ("pre", flow.tree) in flow._active:  # (FileFlow.compute's stack)
+            return "busy"  # asked while the module's prepass is made: it cannot be read yet
         prepass_now = flow.module_prepass()
         # a name, and the attributes of it the module's code sets (`model.device`)
         for name in prepass_then.keys() | prepass_now.keys():
