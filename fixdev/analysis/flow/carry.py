@@ -3,8 +3,8 @@ language server, through ``fixdev.engine.ast_reuse``).
 
 An editor's keystroke changes one top-level statement; the others keep their
 CPython nodes (``ast_reuse.splice``), and a function's symbolic run (its
-summary) and prepass made in the version before serve again when nothing they
-read has changed:
+summary), prepass and tensor evidence made in the version before serve again
+when nothing they read has changed:
 
 - the top-level statement holding the function, and every top-level statement
   that binds a name those statements mention, closed over (what the function
@@ -20,14 +20,15 @@ read has changed:
   ``__init__`` calls are the same (its facts read who calls its methods);
 - the file-level facts are the same: no project, no error's evidence, no star
   import or ``:=`` anywhere, ``set_default_device`` seen or not alike,
-  ``meets_devices`` alike; and neither version met a recursion between runs
-  (``FileFlow.compute``'s budget makes those results depend on the order of
-  questions).
+  ``meets_devices`` alike; and neither version has met a recursion between
+  runs (``FileFlow.compute``'s budget makes those results depend on the order
+  of questions).
 
 Everything else (the runs with call sites' arguments, the module's own run,
 sinks' sorting, class facts) is computed anew on every version. Names are
-over-approximated (every name and attribute name a statement mentions), which
-costs reuse, never correctness.
+over-approximated (every bare name a statement mentions, every name it may
+bind), which costs reuse, never correctness. The language server analyses one
+version at a time (its lock), so nothing here is locked.
 """
 
 from __future__ import annotations
