@@ -209,3 +209,22 @@ def test_the_screens_index_put_together_is_one_pass_over_the_whole_tree():
         (index, parents), (whole, whole_parents) = _composed_index(tree), _statement_index(tree)
         assert index == whole and parents == whole_parents
         assert [list(v) for v in index.calls.values()] == [list(v) for v in whole.calls.values()] and list(index.calls) == list(whole.calls)
+
+
+def test_the_module_lists_put_together_by_statement_are_one_walks():
+    """``placement``'s own statements and torch imports of a module, made a
+    top-level statement at a time, are those one walk of it gives, in order."""
+    import libcst as cst
+
+    from fixdev.analysis import placement
+    from tests.conftest import FIXTURES, ROOT
+
+    paths = sorted(FIXTURES.glob("*/*.py")) + sorted((ROOT / "tests" / "programs").rglob("*.py"))
+    texts = [BASE] + [path.read_text(encoding="utf-8") for path in paths]
+    for text in texts:
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError:
+            continue
+        assert [id(n) for n in placement._own_statement_list(module)] == [id(n) for n in placement.own_statements(module)]
+        assert placement._torch_imports(module) == placement._torch_imports_of(module)
