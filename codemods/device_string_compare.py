@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.rule import Edit, Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis
@@ -258,9 +259,7 @@ def _sites(flow) -> list[Site]:
     """Every comparison of a torch.device with device strings, in source order."""
     found = []
     torch_names = None
-    for node in ast_walk(flow.tree):
-        if type(node) is not ast.Compare or len(node.ops) != 1:
-            continue
+    for node in _compares(flow):
         op = node.ops[0]
         left, right = node.left, node.comparators[0]
         if isinstance(op, EQUALITY):
@@ -449,17 +448,36 @@ def _names_torch_device(node: ast.expr, torch_names: tuple[set[str], set[str]]) 
     return type(node) is ast.Name and node.id in devices
 
 
+def _compares(flow) -> list[ast.Compare]:
+    """The file's comparisons of two operands, a statement at a time (kept
+    across versions by the language server), each statement's breadth first."""
+    return [
+        node
+        for statement in flow.tree.body
+        for node in remembered("compares", statement, lambda statement=statement: [n for n in ast_walk(statement) if type(n) is ast.Compare and len(n.ops) == 1])
+    ]
+
+
 def _torch_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     """Names the module's imports bind to ``torch`` and to ``torch.device``."""
     modules, devices = set(), set()
-    for node in ast_walk(tree):
+    for statement in tree.body:
+        found = remembered("torch names", statement, lambda statement=statement: _statement_torch_names(statement))
+        modules |= found[0]
+        devices |= found[1]
+    return modules, devices
+
+
+def _statement_torch_names(statement: ast.stmt) -> tuple[frozenset, frozenset]:
+    modules, devices = set(), set()
+    for node in ast_walk(statement):
         if type(node) is ast.Import:
             for alias in node.names:
                 if alias.name == "torch" or (alias.asname is None and alias.name.startswith("torch.")):
                     modules.add(alias.asname or "torch")
         elif type(node) is ast.ImportFrom and node.module == "torch" and not node.level:
             devices.update(alias.asname or alias.name for alias in node.names if alias.name == "device")
-    return modules, devices
+    return frozenset(modules), frozenset(devices)
 
 
 def _statement_of(flow, node: ast.AST) -> ast.stmt | None:

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 from fixdev.engine.source import line_start
 
 from fixdev.analysis import file_analysis as analysis, placement
-from fixdev.analysis.flow import What
+from fixdev.analysis.flow import What, ast_walk
 
 if TYPE_CHECKING:
     from fixdev.analysis.file_analysis import FileAnalysis
@@ -237,17 +238,33 @@ _KERNEL_LANGUAGES = frozenset({"triton", "cutlass", "cupy", "pycuda", "cuda", "n
 
 def _imports_gpu_kernels(facts: "FileAnalysis") -> bool:
     if "imports_gpu_kernels" not in facts.shared:
-        found = False
-        for node in facts.index_order():
-            if isinstance(node, cst.Import):
-                found = any((dotted(a.name) or "").split(".")[0] in _KERNEL_LANGUAGES or (dotted(a.name) or "").startswith("numba.cuda") for a in node.names)
-            elif isinstance(node, cst.ImportFrom) and node.module is not None and not node.relative:
-                module = dotted(node.module) or ""
-                found = module.split(".")[0] in _KERNEL_LANGUAGES or module.startswith("numba.cuda")
-            if found:
-                break
+        flow = facts.flow()
+        if flow.parsed:  # CPython's tree, a statement at a time (the language server keeps each one's answer)
+            found = any(remembered("imports gpu kernels", statement, lambda statement=statement: _kernel_imports(statement)) for statement in flow.tree.body)
+        else:
+            found = False
+            for node in facts.index_order():
+                if isinstance(node, cst.Import):
+                    found = any(_kernel_module(dotted(a.name) or "") for a in node.names)
+                elif isinstance(node, cst.ImportFrom) and node.module is not None and not node.relative:
+                    found = _kernel_module(dotted(node.module) or "")
+                if found:
+                    break
         facts.shared["imports_gpu_kernels"] = found
     return facts.shared["imports_gpu_kernels"]
+
+
+def _kernel_module(name: str) -> bool:
+    return name.split(".")[0] in _KERNEL_LANGUAGES or name.startswith("numba.cuda")
+
+
+def _kernel_imports(statement: ast.stmt) -> bool:
+    for node in ast_walk(statement):
+        if type(node) is ast.Import and any(_kernel_module(alias.name) for alias in node.names):
+            return True
+        if type(node) is ast.ImportFrom and node.module is not None and not node.level and _kernel_module(node.module):
+            return True
+    return False
 
 
 def _gpu_evidence(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[bool, list[cst.Call]]:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
 import libcst as cst
 
+from fixdev.engine import ast_reuse
+from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.rule import Edit, child_nodes, dotted
 
 from fixdev.analysis import placement
@@ -115,33 +117,16 @@ class _AstIndex(NamedTuple):
 
 def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
     """One pass over the file's CPython tree for what screens look up; it
-    also records every node's parent, for ``ast_parents``."""
+    also records every node's parent, for ``ast_parents``. In the language
+    server it is put together from each top-level statement's (kept across
+    versions), in the order one pass over the whole tree meets them."""
     shared = facts.shared
     if "ast_index" not in shared:
         flow = flow_for(facts)
-        index = _AstIndex({}, {}, [], set())
-        parents: dict[ast.AST, ast.AST] = {}
-        stack: list[tuple[ast.AST, ast.AST | None]] = [(flow.tree, None)]
-        while stack:
-            node, method = stack.pop()
-            kind = type(node)
-            if kind is ast.Call:
-                func = node.func
-                name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else None
-                if name is not None:
-                    index.calls.setdefault(name, []).append(node)
-                if method is not None:
-                    index.methods[node] = method
-            elif kind is ast.ClassDef:
-                index.classes.append(node)
-            elif kind is ast.Import or kind is ast.ImportFrom:
-                index.imported.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
-            in_class = kind is ast.ClassDef
-            for child in ast_children(node):
-                parents[child] = node
-                child_kind = type(child)
-                if child_kind not in AST_LEAVES:  # nothing to index in a name or a constant, nor below it
-                    stack.append((child, child if in_class and child_kind in (ast.FunctionDef, ast.AsyncFunctionDef) else method))
+        if ast_reuse.active() is None:  # the CLI: one pass over the whole tree
+            index, parents = _statement_index(flow.tree)
+        else:
+            index, parents = _composed_index(flow.tree)
         if getattr(flow, "parents", None) is None:
             flow.parents = parents
         shared["ast_index"] = index
@@ -161,6 +146,50 @@ def set_in_apply(facts: "RuleContext | Screening") -> frozenset:
                     found.update(t.attr for sub in ast_walk(node) if type(sub) is ast.Assign for t in sub.targets if type(t) is ast.Attribute)
         shared["set_in_apply"] = frozenset(found)
     return shared["set_in_apply"]
+
+
+def _composed_index(tree: ast.Module) -> tuple[_AstIndex, dict]:
+    """``_statement_index(tree)``, from each top-level statement's, kept across versions."""
+    index = _AstIndex({}, {}, [], set())
+    parents: dict[ast.AST, ast.AST] = {}
+    for statement in reversed(tree.body):  # (a stack: the last statement is walked first)
+        part, part_parents = remembered("ast index", statement, lambda statement=statement: _statement_index(statement))
+        for name, calls in part.calls.items():
+            index.calls.setdefault(name, []).extend(calls)
+        index.methods.update(part.methods)
+        index.classes.extend(part.classes)
+        index.imported.update(part.imported)
+        parents[statement] = tree
+        parents.update(part_parents)
+    return index, parents
+
+
+def _statement_index(statement: ast.AST) -> tuple[_AstIndex, dict]:
+    """The index and parents of ``statement``'s tree (or the module's)."""
+    index = _AstIndex({}, {}, [], set())
+    parents: dict[ast.AST, ast.AST] = {}
+    stack: list[tuple[ast.AST, ast.AST | None]] = [(statement, None)]
+    while stack:
+        node, method = stack.pop()
+        kind = type(node)
+        if kind is ast.Call:
+            func = node.func
+            name = func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else None
+            if name is not None:
+                index.calls.setdefault(name, []).append(node)
+            if method is not None:
+                index.methods[node] = method
+        elif kind is ast.ClassDef:
+            index.classes.append(node)
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            index.imported.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        in_class = kind is ast.ClassDef
+        for child in ast_children(node):
+            parents[child] = node
+            child_kind = type(child)
+            if child_kind not in AST_LEAVES:  # nothing to index in a name or a constant, nor below it
+                stack.append((child, child if in_class and child_kind in (ast.FunctionDef, ast.AsyncFunctionDef) else method))
+    return index, parents
 
 
 def call_arguments(call: ast.Call) -> list[ast.expr]:
@@ -360,6 +389,10 @@ class FileAnalysis:
                         changed = True
                         break
         return found | {cls for cls in classes if cls not in found and (self._behaves_like_a_module(cls) or self._flow_module(cls))}
+
+    def flow(self) -> "FileFlow":
+        """The file's device flow (``flow_for``)."""
+        return flow_for(self._context)
 
     def _flow_module(self, cls: cst.ClassDef) -> bool:
         """Whether the device flow's index takes ``cls`` for a module: through

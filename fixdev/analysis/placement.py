@@ -25,6 +25,7 @@ from typing import Iterable, Iterator
 
 import libcst as cst
 
+from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.rule import Edit, Rule, child_nodes, dotted
 from fixdev.engine.source import line_start
 
@@ -298,13 +299,29 @@ def scope_bindings(facts: "FileAnalysis", scope: cst.CSTNode) -> tuple[list[cst.
     per scope and file (fixes ask for a device in reach again and again)."""
     key = ("scope_bindings", scope)
     if key not in facts.shared:
-        statements = list(own_statements(scope.body if isinstance(scope, cst.FunctionDef) else scope))
+        statements = _own_statement_list(scope)
         bindings: dict[str, list[cst.CSTNode]] = {}
         for node in statements:
             for name in bound_names(node):
                 bindings.setdefault(name, []).append(node)
         facts.shared[key] = (statements, bindings)
     return facts.shared[key]
+
+
+def _own_statement_list(scope: cst.CSTNode) -> list[cst.CSTNode]:
+    """``list(own_statements(...))`` of a function's body or the module, kept
+    by node across versions (the language server); the module's put together
+    from its statements' in the order one walk of it gives them: first its
+    own binding statements (last first), then what each statement holds."""
+    if isinstance(scope, cst.FunctionDef):
+        return remembered("own statements", scope, lambda: list(own_statements(scope.body)))
+    if not isinstance(scope, cst.Module):
+        return list(own_statements(scope))
+    found = [s for s in reversed(scope.body) if type(s) in _BINDING_KINDS]
+    for statement in scope.body:
+        if type(statement) not in _DEFINITIONS:
+            found += remembered("own statements", statement, lambda statement=statement: list(own_statements(statement)))
+    return found
 
 
 def is_device_value(facts: "FileAnalysis", expr: cst.BaseExpression) -> bool:
@@ -431,7 +448,20 @@ class TorchBinding:
 
 
 def _torch_imports(body_owner: cst.CSTNode) -> list[TorchBinding]:
-    body = body_owner.body if isinstance(body_owner, cst.FunctionDef) else body_owner
+    """The ``import torch`` statements of a function's or the module's own
+    scope, in order; kept by node across versions (the language server), the
+    module's a top-level statement at a time."""
+    if isinstance(body_owner, cst.Module):
+        return [
+            binding
+            for statement in body_owner.body
+            if type(statement) not in _DEFINITIONS  # (a def's own scope is not the module's)
+            for binding in remembered("torch imports", statement, lambda statement=statement: _torch_imports_of(statement))
+        ]
+    return remembered("torch imports", body_owner, lambda: _torch_imports_of(body_owner.body if isinstance(body_owner, cst.FunctionDef) else body_owner))
+
+
+def _torch_imports_of(body: cst.CSTNode) -> list[TorchBinding]:
     found = []
     for node in own_statements(body):
         if isinstance(node, cst.Import):

@@ -20,7 +20,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Seque
 
 import libcst as cst
 
-from fixdev.engine import budget, reparse
+from fixdev.engine import ast_reuse, budget, reparse
 from fixdev.engine.findings import Edit, Finding, apply_edits
 from fixdev.engine.registry import load
 from fixdev.engine.rule import RuleContext, Screening
@@ -202,7 +202,7 @@ class Engine:
         # once, by reference counting, instead of waiting for the cycle
         # collector to walk millions of objects to find them.
         shared: dict[str, Any] = {}
-        with _no_cycle_collection():
+        with _no_cycle_collection(), ast_reuse.walking():
             try:
                 return self._lint(text, project, triggers, triggered, shared)
             finally:
@@ -251,6 +251,7 @@ class Engine:
             syntax_check(text)
             return [], []
         tree, cpython_error = _cpython_parse(text)
+        tree = ast_reuse.splice(text, tree)  # the language server's: unchanged statements keep their nodes
         if tree is not None and triggers:
             # Screens read CPython's tree: most files a trigger matches hold
             # nothing for any rule, and then libcst never parses them.

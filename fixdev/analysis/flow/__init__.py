@@ -89,7 +89,9 @@ tensor's own), ``entries`` (a plain class's method parameters met on the
 class's own device: ``entry_moves()``), ``mentions`` (names in a file's text) and
 ``facts`` (``FileFlow``: lazy runs, summaries, class facts and the query API
 below), ``arms`` (the CPU arm of ``if use_cuda:``, where values only its CUDA
-arm moves are on the CPU: ``sinks()`` leaves such meetings out). The names here are that API; the rules import from this package only.
+arm moves are on the CPU: ``sinks()`` leaves such meetings out), ``carry``
+(the language server's: a function's summary, prepass and tensor evidence
+kept for the next version of the file when nothing they read changed). The names here are that API; the rules import from this package only.
 """
 
 from fixdev.analysis.flow.facts import FileFlow

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 
 from fixdev.analysis.flow.lattice import HOST, UNKNOWN, Device, SameAs, Value, What, ZERO_DIM
-from fixdev.analysis.flow.syntax import ast_statements, ast_walk
+from fixdev.analysis.flow.syntax import ast_statements, ast_walk, chain_of
 from fixdev.analysis.flow.vocabulary import (
     DATA_FACTORIES,
     LIKE_FACTORIES,
@@ -22,6 +22,8 @@ from fixdev.analysis.flow.vocabulary import (
     TENSOR_METHODS,
     TENSOR_ONLY_ATTRIBUTES,
     TENSOR_ONLY_METHODS,
+    DEVICE_NAME_PATTERN,
+    MODULE_EVIDENCE,
     is_torch_module_class,
 )
 
@@ -392,7 +394,7 @@ def meets_devices(flow) -> bool:
     files import, or one whose top level only defines things (a script runs
     statements). A script that does neither runs on the CPU only, where a
     device-relative fix would be noise."""
-    if flow.mentions_device(flow.tree):
+    if any(flow.mentions_device(statement) for statement in flow.tree.body):  # (by statement: kept across versions)
         return True
     project = flow.project
     if project is not None and getattr(project, "is_library", None) is not None and project.is_library():
@@ -440,3 +442,24 @@ def _made_within(host: Value, node: ast.AST | None) -> bool:
 def _assigned_within(name: str, node: ast.AST) -> bool:
     """``node`` binds ``name`` itself (``(x := ...)``, a comprehension's target)."""
     return any(type(sub) is ast.Name and sub.id == name and type(sub.ctx) is not ast.Load for sub in ast_walk(node))
+
+
+def module_evidence(root: ast.AST) -> frozenset:
+    """The receivers of calls of methods only modules have, under ``root``."""
+    found = set()
+    for node in ast_walk(root):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in MODULE_EVIDENCE:
+            receiver = chain_of(node.func.value)
+            if receiver is not None:
+                found.add(receiver)
+    return frozenset(found)
+
+
+def mentions_device(root: ast.AST) -> bool:
+    """Whether a class, function or lambda moves tensors or names a device."""
+    for sub in ast_walk(root):
+        if type(sub) is ast.Attribute and sub.attr in ("to", "cuda", "device"):
+            return True
+        if type(sub) is ast.Name and DEVICE_NAME_PATTERN.fullmatch(sub.id):
+            return True
+    return False

@@ -5,8 +5,10 @@ from __future__ import annotations
 import ast
 import bisect
 import warnings
+from fixdev.engine import ast_reuse
+from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.source import CPythonPositions
-from fixdev.analysis.flow import arms, calls
+from fixdev.analysis.flow import arms, calls, carry
 from fixdev.analysis.flow.index import Scope, FUNCTION_DEFS, FileIndex
 from fixdev.analysis.flow.interpreter import Run
 from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH
@@ -17,7 +19,7 @@ from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.told import Evidence
 from fixdev.analysis.flow.syntax import chain_of, root_of, ast_walk
 from fixdev.analysis.flow.sources import meets, source_chains
-from fixdev.analysis.flow.vocabulary import DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, MODULE_EVIDENCE, TRANSPARENT_DECORATORS, BUILTIN_NAMES, DEVICE_NAME_PATTERN, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
+from fixdev.analysis.flow.vocabulary import DATA_LOADERS, DEVICE_NAMES, DEVICE_STRINGS, TRANSPARENT_DECORATORS, BUILTIN_NAMES, TENSOR_EVIDENCE, TENSOR_USE, is_torch_module_class
 from fixdev.analysis.flow.classes import ClassFacts, naming
 from fixdev.analysis.flow import entries, evidence
 
@@ -64,6 +66,9 @@ class FileFlow:
         self._spans: dict[ast.stmt, dict] = {}
         self._device_strings: dict[str, Value | None] = {}
         self.evidence_places: dict[tuple, tuple] = evidence.resolve(self) if evidence is not None else {}
+        self._carried = carry.carried(ast_reuse.active(), self)  # the language server's runs kept from versions before
+        self.carry_units = None
+        self.tangled = False  # a run was asked for while being computed (recursion)
 
     # -- the query API -----------------------------------------------------------------
 
@@ -295,7 +300,15 @@ class FileFlow:
             return self.cache[key]
         if key in self._active:
             self._tainted.update(self._active[self._active.index(key) + 1 :])
+            self.tangled = True
             return None
+        carried = self._carried if key[0] in carry.KINDS else None
+        kept = carried.take(self, key) if carried is not None else None
+        if kept is not None:
+            self._runs += 1
+            self.cache[key] = kept[0]
+            carried.give(self, key, kept[0])
+            return kept[0]
         self._active.append(key)
         try:
             result = make()
@@ -307,7 +320,12 @@ class FileFlow:
             if self._runs < self._budget:
                 return result
         self.cache[key] = result
+        if carried is not None and self._runs < self._budget:
+            carried.give(self, key, result)
         return result
+
+    def module_prepass(self) -> dict:
+        return self._prepass(self.index.module)
 
     def _run_holding(self, node: ast.AST) -> Run | None:
         scope = self.index.scope_at(position_of(node))
@@ -578,7 +596,7 @@ class FileFlow:
         key = ("tensor evidence", scope.node)
         found = self.cache.get(key)
         if found is None:
-            found = self.cache[key] = evidence.tensor_parameters(self, scope)
+            found = self.cache[key] = carry.through(self._carried, self, key, lambda: evidence.tensor_parameters(self, scope))
         return found
 
     def evidenced_attributes(self, cls: ast.ClassDef, reads: bool = True) -> frozenset:
@@ -843,13 +861,7 @@ class FileFlow:
         key = ("evidence", scope.node)
         found = self.cache.get(key)
         if found is None:
-            found = set()
-            for node in ast_walk(scope.node):
-                if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in MODULE_EVIDENCE:
-                    receiver = chain_of(node.func.value)
-                    if receiver is not None:
-                        found.add(receiver)
-            self.cache[key] = found
+            found = self.cache[key] = remembered("module evidence", scope.node, lambda: evidence.module_evidence(scope.node))
         return chain in found
 
     def mentions_device(self, node: ast.AST) -> bool:
@@ -857,15 +869,7 @@ class FileFlow:
         key = ("mentions", node)
         found = self.cache.get(key)
         if found is None:
-            found = False
-            for sub in ast_walk(node):
-                if type(sub) is ast.Attribute and sub.attr in ("to", "cuda", "device"):
-                    found = True
-                    break
-                if type(sub) is ast.Name and DEVICE_NAME_PATTERN.fullmatch(sub.id):
-                    found = True
-                    break
-            self.cache[key] = found
+            found = self.cache[key] = remembered("mentions device", node, lambda: evidence.mentions_device(node))
         return found
 
     # -- naming a device --------------------------------------------------------------------
@@ -964,7 +968,7 @@ class FileFlow:
                 return at
             at = end
 
-    def _top_lines(self) -> list[int]:
+    def top_lines(self) -> list[int]:
         """The line each top-level statement starts on, made once."""
         found = self.cache.get("top lines")
         if found is None:
@@ -976,17 +980,26 @@ class FileFlow:
         starts = self._starts()
         line = bisect.bisect_right(starts, offset) - 1
         body = self.tree.body
-        i = bisect.bisect_right(self._top_lines(), line) - 1
+        i = bisect.bisect_right(self.top_lines(), line) - 1
         if i < 0:
             return {}
         statement = body[i]
         found = self._spans.get(statement)
         if found is None:
-            found = {}
-            for node in ast_walk(statement):
-                if isinstance(node, ast.expr):
-                    found.setdefault(self.span(node), node)
-            self._spans[statement] = found
+            # by offsets from the statement's first line, kept across versions
+            # (``ast_reuse``: a node kept stands on the same lines, the same text)
+            base = self._offset(statement.lineno, 0)
+            relative = remembered("spans", statement, lambda: self._relative_spans(statement, base))
+            found = self._spans[statement] = {(start + base, end + base): node for (start, end), node in relative.items()} if base else relative
         return found
+
+    def _relative_spans(self, statement: ast.stmt, base: int) -> dict:
+        found: dict = {}
+        for node in ast_walk(statement):
+            if isinstance(node, ast.expr):
+                start, end = self.span(node)
+                found.setdefault((start - base, end - base), node)
+        return found
+
 
 

@@ -1,0 +1,153 @@
+"""CPython's tree of a text that changed a little, with the nodes of its
+unchanged top-level statements kept from the version before, and what the
+analysis computed from those nodes alone kept with them.
+
+The language server analyses the whole document on each change. CPython's
+parse of it is cheap, but what the analysis then reads off the tree (its
+walks, the spans of its expressions, the syntactic facts the rules screen
+with) is keyed by node, and a fresh parse makes every node new. Here each
+top-level statement of the new tree is replaced by the node of the version
+before when its lines are the same text at the same line numbers: same text
+and same place give CPython the same tree, positions included, so the node
+stands for the new statement exactly. What is kept by such a node then
+serves the new version:
+
+- ``children``: each node's children (``flow.syntax.ast_walk``'s step),
+- ``memo``: results computed from a node's own syntax (no name resolution,
+  no flow), under keys ``(what, node)``, through ``remembered``.
+
+Results that read more than the node's syntax (the flow's facts, what a name
+refers to through the module's imports) are not kept here.
+
+Active only through ``fixdev.engine.reparse.reusing`` (the language server's
+cache) and within ``walking()``, which ``Linter.lint`` enters: the CLI parses
+each file once and keeps nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator
+
+from fixdev.engine import reparse
+from fixdev.engine.source import line_ends
+
+# The children lists of the current lint's reuse (None: no reuse, the CLI).
+CHILDREN: ContextVar["dict | None"] = ContextVar("fixdev_ast_children", default=None)
+_CURRENT: ContextVar["AstReuse | None"] = ContextVar("fixdev_ast_reuse", default=None)
+_KEY = ("fixdev.engine.ast_reuse",)
+
+# Bounds: kept statements and the nodes kept by them. Past either, all starts
+# over (versions of an edited statement pile up; none is ever removed).
+_STATEMENTS = 20_000
+_NODES = 200_000
+_CHARACTERS = 1_000_000
+
+
+class AstReuse:
+    """Top-level statements' CPython nodes by (first line, text), and what is
+    computed from nodes, shared by the versions of the documents open."""
+
+    def __init__(self) -> None:
+        self.statements: dict[tuple[int, str], ast.stmt] = {}
+        self.children: dict[ast.AST, list] = {}
+        self.memo: dict[tuple, object] = {}
+        self._characters = 0
+        self.reused = 0  # statements reused, for tests and benchmarks
+
+    def splice(self, text: str, tree: ast.Module) -> ast.Module:
+        """``tree`` (CPython's tree of ``text``) with each top-level statement
+        whose lines were seen before at the same line numbers replaced by the
+        node then made; a new module node (``tree`` itself is not changed)."""
+        body = tree.body
+        if not body or text.startswith("\ufeff") or "barry_as_FLUFL" in text:
+            return tree
+        if len(self.statements) > _STATEMENTS or len(self.children) > _NODES or len(self.memo) > _NODES or self._characters > _CHARACTERS:
+            self.statements.clear()
+            self.children.clear()
+            self.memo.clear()
+            self._characters = 0
+        starts = [0, 0, *line_ends(text)]  # the offset of line n (from 1) is starts[n]
+        lines = len(starts) - 1
+
+        def offset(line: int) -> int:
+            return starts[line] if line < len(starts) else len(text)
+
+        new_body: list[ast.stmt] = []
+        changed = False
+        for i, statement in enumerate(body):
+            decorators = getattr(statement, "decorator_list", None)
+            first = decorators[0].lineno if decorators else statement.lineno
+            last = statement.end_lineno or statement.lineno
+            # a line shared with the statement before or after (a; b): not a piece of its own
+            if (i and body[i - 1].end_lineno >= first) or (i + 1 < len(body) and body[i + 1].lineno <= last) or last > lines:
+                new_body.append(statement)
+                continue
+            key = (first, text[offset(first) : offset(last + 1)])
+            kept = self.statements.get(key)
+            if kept is None or type(kept) is not type(statement):
+                self.statements[key] = statement
+                self._characters += len(key[1])
+                new_body.append(statement)
+            else:
+                self.reused += 1
+                new_body.append(kept)
+                changed = True
+        if not changed:
+            return tree
+        return ast.Module(body=new_body, type_ignores=tree.type_ignores)
+
+
+def active() -> AstReuse | None:
+    """The reuse of the lint in progress, or None (no cache active)."""
+    return _CURRENT.get()
+
+
+def _of_cache() -> AstReuse | None:
+    cache = reparse.active()
+    if cache is None:
+        return None
+    found = cache.by_node.get(_KEY)
+    if not isinstance(found, AstReuse):
+        found = cache.by_node[_KEY] = AstReuse()
+    return found
+
+
+@contextmanager
+def walking() -> Iterator[None]:
+    """Within: one lint, reusing what the versions before kept, when the
+    language server's cache is active (else nothing changes)."""
+    reuse = _of_cache()
+    if reuse is None:
+        yield
+        return
+    token, children = _CURRENT.set(reuse), CHILDREN.set(reuse.children)
+    try:
+        yield
+    finally:
+        CHILDREN.reset(children)
+        _CURRENT.reset(token)
+
+
+def splice(text: str, tree: ast.Module | None) -> ast.Module | None:
+    """``AstReuse.splice`` when a reuse is active, else ``tree``."""
+    reuse = _CURRENT.get()
+    return tree if reuse is None or tree is None else reuse.splice(text, tree)
+
+
+def remembered(what: str, node: ast.AST, make: Callable[[], object]):
+    """``make()``, kept by ``(what, node)`` across versions when a reuse is
+    active: for results read off ``node``'s own syntax only."""
+    reuse = _CURRENT.get()
+    if reuse is None:
+        return make()
+    key = (what, node)
+    found = reuse.memo.get(key, _MISSING)
+    if found is _MISSING:
+        found = reuse.memo[key] = make()
+    return found
+
+
+_MISSING = object()

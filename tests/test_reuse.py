@@ -1,0 +1,230 @@
+"""What the language server keeps from one version of a file to the next
+(fixdev.engine.ast_reuse: CPython's nodes and what is read off them;
+fixdev.analysis.flow.carry: functions' summaries) gives the findings of a
+fresh analysis, messages and fixes included, edit after edit: edits to the
+imports, the device variable, a callee, a class's helper, module-level code
+that moves a model or stops the script, and the function being typed in."""
+
+from __future__ import annotations
+
+import ast
+
+from hypothesis import given, settings, strategies as st
+
+from fixdev.analysis.flow import FileFlow, carry
+from fixdev.engine import ast_reuse
+from fixdev.engine.core import Engine
+from fixdev.engine.registry import all_rules
+from fixdev.engine.reparse import ParseCache, reusing
+from fixdev.engine.source import SourceError
+
+# A training script in slots: each slot is one of its variants. The script's
+# other lines never change, so their statements are kept between versions.
+SLOTS: list[list[str]] = [
+    ["import torch\n", "import torch as th\ntorch = th\n", "import numpy as torch\n"],
+    ["import torch.nn as nn\n", "from torch import nn\n"],
+    ["", "from torch import *\n"],
+    [
+        'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
+        'device = "cpu"\n',
+        'device = torch.device("cuda")\n',
+        "device = None\n",
+    ],
+    ["\n\nclass Scaler(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(4, 4)\n        self._build()\n\n    def _build(self):\n"],
+    [
+        "        self.scale = torch.ones(4)\n",
+        "        self.register_buffer('scale', torch.ones(4))\n",
+        "        self.scale = nn.Parameter(torch.ones(4))\n",
+    ],
+    ["\n    def forward(self, x):\n        return self.lin(x) * self.scale\n\n\ndef make_batch(n):\n"],
+    ["", "    if n > 100:\n        return make_batch(n - 1)\n", "    global device\n    device = 'cpu'\n"],
+    [
+        "    return torch.zeros(n, 4)\n",
+        "    return torch.zeros(n, 4, device=device)\n",
+        "    return torch.randn(n, 4).to(device)\n",
+        "    return n\n",
+    ],
+    ["\n\ndef score(out):\n"],
+    ["    return out.sum().item()\n", "    return out * 2\n", "    return out.cpu()\n", "    return out + torch.zeros(1)\n"],
+    ["\n\ndef evaluate(model, batch):\n    out = model(batch)\n    return score(out)\n\n\nshared = Scaler()\n"],
+    ["\n\ndef main():\n"],
+    ["    model = Scaler().to(device)\n", "    model = Scaler()\n", "    model = Scaler().cuda()\n", "    model = shared\n"],
+    ["    x = make_batch(8)\n", "    x = make_batch(8).to(device)\n", "    x = torch.zeros(8, 4)\n", "    x = torch.zeros(8, 4).cuda()\n"],
+    ["    y = model(x)\n    print(evaluate(model, x), y)\n"],
+    ["", "    z = torch.ones(3).cuda() + torch.ones(3)\n", "    z = evaluate(model.cuda(), x.cuda()) * torch.ones(4)\n"],
+    ["\n\n", "\n\nshared.cuda()\n", "\n\nshared.to(device)\n", "\n\nraise SystemExit(0)\n", "\n\nshared._build()\n"],
+    ["if __name__ == '__main__':\n    main()\n"],
+]
+
+
+def _script(choice: list[int]) -> str:
+    return "".join(variants[i % len(variants)] for variants, i in zip(SLOTS, choice))
+
+
+def _outcome(engine: Engine, text: str):
+    try:
+        return engine.lint(text)
+    except SourceError as exc:
+        return str(exc)
+
+
+STEPS = st.lists(st.tuples(st.integers(0, len(SLOTS) - 1), st.integers(0, 4)), min_size=1, max_size=10)
+
+
+@settings(max_examples=80, deadline=None)
+@given(STEPS)
+def test_edits_to_what_functions_read_keep_the_findings_of_a_fresh_analysis(steps):
+    engine = Engine(all_rules())
+    cache = ParseCache()
+    choice = [0] * len(SLOTS)
+    with reusing(cache):
+        _outcome(engine, _script(choice))
+    for slot, variant in steps:
+        choice[slot] = variant
+        text = _script(choice)
+        with reusing(cache):
+            kept = _outcome(engine, text)
+        assert kept == _outcome(engine, text), text
+
+
+TYPED = ["x", " ", "\n", "    ", "#", "(", ")", ".cuda()", "torch.zeros(3)", "device", " = ", ":", "'cuda'", "make_batch", "shared", "global device\n    "]
+KEYS = st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.booleans(), st.sampled_from(TYPED)), min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=len(SLOTS), max_size=len(SLOTS)), KEYS)
+def test_typing_anywhere_keeps_the_findings_of_a_fresh_analysis(choice, keys):
+    engine = Engine(all_rules())
+    cache = ParseCache()
+    text = _script(choice)
+    with reusing(cache):
+        _outcome(engine, text)
+    for where, typing, typed in keys:
+        at = int(where * len(text))
+        text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
+        with reusing(cache):
+            kept = _outcome(engine, text)
+        assert kept == _outcome(engine, text), text
+
+
+def _flows(*texts: str) -> list[FileFlow]:
+    """The flows of ``texts`` as the language server makes them, one version after another."""
+    cache = ParseCache()
+    flows = []
+    with reusing(cache), ast_reuse.walking():
+        for text in texts:
+            tree = ast_reuse.splice(text, ast.parse(text))
+            flow = FileFlow(tree, text=text)
+            flow.sinks()
+            flows.append(flow)
+    return flows
+
+
+def _function(flow: FileFlow, name: str) -> ast.AST:
+    return next(node for node in ast.walk(flow.tree) if type(node) is ast.FunctionDef and node.name == name)
+
+
+BASE = _script([0] * len(SLOTS))
+
+
+def test_a_function_that_reads_nothing_edited_keeps_its_summary():
+    typed = BASE.replace("    y = model(x)\n", "    y = model(x)  # typed\n")
+    before, after = _flows(BASE, typed)
+    function = _function(after, "make_batch")
+    assert function is _function(before, "make_batch")  # the node kept
+    assert carry.refusal(before, after, ("sym", function)) is None
+    assert after.cache[("sym", function)] is before.cache[("sym", function)]
+    # the function typed in is new, and computed anew
+    assert _function(after, "main") is not _function(before, "main")
+
+
+def test_an_edited_device_variable_or_import_invalidates_its_readers():
+    device = BASE.replace('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")', 'device = "cpu"')
+    imported = BASE.replace("import torch\n", "import numpy as torch\n")
+    for edited, reader, other in ((device, "main", "make_batch"), (imported, "make_batch", None)):
+        before, after = _flows(BASE, edited)
+        function = _function(after, reader)
+        assert function is _function(before, reader)
+        assert carry.refusal(before, after, ("sym", function)) is not None
+        assert after.cache[("sym", function)] is not before.cache[("sym", function)]
+        if other is not None:  # what does not read the device keeps its summary
+            assert after.cache[("sym", _function(after, other))] is before.cache[("sym", _function(before, other))]
+
+
+def test_a_callee_edited_invalidates_its_callers_not_its_callees():
+    edited = BASE.replace("    return torch.zeros(n, 4)\n", "    return torch.zeros(n, 4, device=device)\n")
+    before, after = _flows(BASE, edited)
+    assert carry.refusal(before, after, ("sym", _function(after, "main"))) is not None
+    evaluate = _function(after, "evaluate")
+    assert carry.refusal(before, after, ("sym", evaluate)) is None
+
+
+def test_module_code_that_moves_a_model_invalidates_who_reads_it():
+    uses = BASE.replace("    model = Scaler().to(device)\n", "    model = shared\n")
+    moved = uses.replace("\n\nif __name__", "\n\nshared.cuda()\nif __name__")
+    before, after = _flows(uses, moved)
+    main = _function(after, "main")
+    assert main is _function(before, "main")
+    assert carry.refusal(before, after, ("sym", main)) == "global shared"
+    assert carry.refusal(before, after, ("sym", _function(after, "make_batch"))) is None
+
+
+def test_the_cli_keeps_nothing():
+    flow = FileFlow(BASE)
+    flow.sinks()
+    assert ast_reuse.active() is None and flow.carry_units is None
+
+
+def test_a_statement_keeps_its_node_only_on_the_same_lines():
+    reuse = ast_reuse.AstReuse()
+    first = reuse.splice(BASE, ast.parse(BASE))
+    typed = BASE.replace("    y = model(x)\n", "    y = model(x)  # typed\n")
+    second = reuse.splice(typed, ast.parse(typed))
+    assert [a is b for a, b in zip(first.body, second.body)].count(False) == 1  # main, typed in
+    assert ast.dump(second, include_attributes=True) == ast.dump(ast.parse(typed), include_attributes=True)
+    moved = "\n" + typed  # every statement one line lower: none is kept
+    third = reuse.splice(moved, ast.parse(moved))
+    assert not any(a is b for a, b in zip(second.body, third.body))
+    assert ast.dump(third, include_attributes=True) == ast.dump(ast.parse(moved), include_attributes=True)
+
+
+def test_what_is_kept_is_bounded(monkeypatch):
+    monkeypatch.setattr(ast_reuse, "_NODES", 50)
+    cache = ParseCache()
+    engine = Engine(all_rules())
+    with reusing(cache):
+        for i in range(4):
+            engine.lint(BASE.replace("    y = model(x)\n", f"    y = model(x)  # {i}\n"))
+    reuse = cache.by_node[("fixdev.engine.ast_reuse",)]
+    nodes = sum(1 for _ in ast.walk(ast.parse(BASE)))
+    # started over before the last version: what it kept is that version's at most
+    assert len(reuse.children) <= nodes and len(reuse.memo) <= nodes
+
+
+def test_the_screens_index_put_together_is_one_pass_over_the_whole_tree():
+    from fixdev.analysis.file_analysis import _composed_index, _statement_index
+
+    for text in (BASE, _script([1, 1, 0, 2, 0, 2, 0, 1, 2, 0, 3, 0, 0, 2, 3, 0, 2, 1, 0])):
+        tree = ast.parse(text)
+        (index, parents), (whole, whole_parents) = _composed_index(tree), _statement_index(tree)
+        assert index == whole and parents == whole_parents
+        assert [list(v) for v in index.calls.values()] == [list(v) for v in whole.calls.values()] and list(index.calls) == list(whole.calls)
+
+
+def test_the_module_lists_put_together_by_statement_are_one_walks():
+    """``placement``'s own statements and torch imports of a module, made a
+    top-level statement at a time, are those one walk of it gives, in order."""
+    import libcst as cst
+
+    from fixdev.analysis import placement
+    from tests.conftest import FIXTURES, ROOT
+
+    paths = sorted(FIXTURES.glob("*/*.py")) + sorted((ROOT / "tests" / "programs").rglob("*.py"))
+    texts = [BASE] + [path.read_text(encoding="utf-8") for path in paths]
+    for text in texts:
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError:
+            continue
+        assert [id(n) for n in placement._own_statement_list(module)] == [id(n) for n in placement.own_statements(module)]
+        assert placement._torch_imports(module) == placement._torch_imports_of(module)
