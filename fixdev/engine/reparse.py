@@ -31,7 +31,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from fixdev.engine.source import CPythonPositions, line_start
+from fixdev.engine.source import CPythonPositions, line_start, split_lines
 
 _ACTIVE: ContextVar["ParseCache | None"] = ContextVar("fixdev_parse_cache", default=None)
 
@@ -43,6 +43,9 @@ _LIMIT = 20_000
 # character (a keystroke in a 700-line function keeps another 15 MB).
 _CHARACTERS = 1_000_000
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+# A compound piece of at least this many lines is made from its last version
+# (a smaller one is parsed whole: as fast, and nothing to prove).
+_INNER_LINES = 40
 
 
 class ParseCache:
@@ -61,7 +64,12 @@ class ParseCache:
         # fixdev.engine.rule's index): emptied with the pieces.
         self.by_node: dict[tuple, object] = {}
         self._characters = 0  # the text of the pieces kept
+        # The last version of each large compound piece, by its first line:
+        # (its text, CPython's tree of its statement, the line it starts at).
+        self._before: dict[str, tuple[str, ast.stmt, int]] = {}
         self.parsed = 0  # pieces parsed (the rest were reused): for tests and benchmarks
+        self.parsed_inner = 0  # statements parsed inside them: for tests and benchmarks
+        self.inner = 0  # pieces made from their last version, parsing only the statements that changed
         self.checked_whole = 0  # modules whose code was generated whole to check it: for tests
         self.last: cst.Module | None = None  # the last module put together: its code is the text it was put together from
 
@@ -71,27 +79,37 @@ class ParseCache:
         if "\f" in text or text.startswith("\ufeff") or "print_function" in text or not tree.body:
             return None  # libcst and CPython may place such lines differently: not worth the doubt
         offset = CPythonPositions(text).offset  # (line, column) -> offset, made once for both
-        cuts = _cuts(text, tree, offset)
-        if cuts is None:
+        found = _cuts(text, tree, offset)
+        if found is None:
             return None
+        cuts, first_lines = found
         pieces = [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
         if len(self._pieces) > _LIMIT or self._characters > _CHARACTERS:
             self._characters = 0
             self._pieces.clear()
             self._joined.clear()
             self.by_node.clear()
+            self._before.clear()
         seen: set[str] = set()
         modules = []
-        for piece in pieces:
+        defaults = None
+        for piece, statement, first_line in zip(pieces, tree.body, first_lines):
             # a piece twice in one text is parsed twice: no node may stand twice in one tree
             entry = self._pieces.get(piece) if piece not in seen else None
             if entry is None:
-                try:
-                    module = cst.parse_module(piece)
-                except (cst.ParserSyntaxError, RecursionError):
-                    return None
-                self.parsed += 1
-                entry = (module, module.code == piece)
+                if defaults is None:
+                    defaults = (_default_indent(text, tree, offset), _default_newline(text))
+                module = self._from_before(piece, statement, first_line, *defaults) if piece not in seen else None
+                if module is not None:
+                    self.inner += 1
+                    entry = (module, True)  # its parts were each checked (see _Rebuild)
+                else:
+                    try:
+                        module = cst.parse_module(piece)
+                    except (cst.ParserSyntaxError, RecursionError):
+                        return None
+                    self.parsed += 1
+                    entry = (module, module.code == piece)
                 if piece not in seen:
                     self._pieces[piece] = entry
                     self._characters += len(piece)
@@ -99,9 +117,12 @@ class ParseCache:
                 entry = (*entry, True)  # (module, code is the piece, kept): its joins may be kept too
             seen.add(piece)
             modules.append(entry)
+            if entry[1] and type(statement) in _BLOCKS and piece.count("\n") >= _INNER_LINES:
+                # the piece's last version, its tree and CPython's: the next version is made from it
+                self._before[_first_line(piece)] = (piece, statement, first_line)
         body: list[cst.CSTNode] = []
         carried: list[cst.EmptyLine] = []  # the previous piece's footer: the next statement's leading lines
-        default_indent, default_newline = _default_indent(text, tree, offset), _default_newline(text)
+        default_indent, default_newline = defaults or (_default_indent(text, tree, offset), _default_newline(text))
         # Each piece's code was checked to be its text; joined, they are the
         # text when every piece generates as in the module (the same indent
         # and newline defaults) and each but the last ends its last line.
@@ -147,10 +168,37 @@ class ParseCache:
         return joined
 
 
-def _cuts(text: str, tree: ast.Module, offset) -> list[int] | None:
+    def _from_before(self, piece: str, statement: ast.stmt, first_line: int, default_indent: str, default_newline: str) -> cst.Module | None:
+        """The module of ``piece``, a new version of a large compound
+        statement, made from the tree of its last version: the statements
+        inside it that the edit did not touch are that tree's nodes, the
+        touched ones parsed anew (``_Rebuild``); None where that cannot be
+        shown exact (the piece is then parsed whole)."""
+        before = self._before.get(_first_line(piece))
+        if before is None:
+            return None
+        old_piece, old_statement, old_first_line = before
+        entry = self._pieces.get(old_piece)
+        if entry is None or not entry[1] or old_piece == piece or len(entry[0].body) != 1 or type(old_statement) is not type(statement):
+            return None
+        if entry[0].default_indent != default_indent or entry[0].default_newline != default_newline:
+            return None
+        rebuild = _Rebuild(piece, first_line, old_piece, old_first_line, default_indent, default_newline)
+        try:
+            made = rebuild.top(statement, old_statement, entry[0].body[0])
+        except (cst.ParserSyntaxError, RecursionError):
+            return None
+        if made is None:
+            return None
+        self.parsed_inner += rebuild.parsed
+        return entry[0].with_changes(body=[made])
+
+def _cuts(text: str, tree: ast.Module, offset) -> tuple[list[int], list[int]] | None:
     """Where each piece starts: offset 0, then the start of the first line of
-    each top-level statement after the first (its first decorator's line)."""
+    each top-level statement after the first (its first decorator's line);
+    and the line each starts at."""
     cuts = [0]
+    lines = [1]
     previous_end = None
     for statement in tree.body:
         decorators = getattr(statement, "decorator_list", None)
@@ -162,8 +210,9 @@ def _cuts(text: str, tree: ast.Module, offset) -> list[int] | None:
             if start <= cuts[-1]:
                 return None
             cuts.append(start)
+            lines.append(line)
         previous_end = statement.end_lineno
-    return cuts
+    return cuts, lines
 
 
 def _default_newline(text: str) -> str:
@@ -188,6 +237,191 @@ def _default_indent(text: str, tree: ast.Module, offset) -> str:
         if indent.startswith(outer) and len(indent) > len(outer):
             return indent[len(outer) :]
     return "    "
+
+
+
+# The compound statements a new version is made inside, by CPython's node
+# type: libcst's. The block made inside is the statement's first (``body``);
+# what follows it (``else``, ``except``, ``finally``) is kept as it was.
+_BLOCKS: dict[type, type] = {
+    ast.FunctionDef: cst.FunctionDef, ast.AsyncFunctionDef: cst.FunctionDef, ast.ClassDef: cst.ClassDef,
+    ast.For: cst.For, ast.AsyncFor: cst.For, ast.While: cst.While, ast.If: cst.If,
+    ast.With: cst.With, ast.AsyncWith: cst.With, ast.Try: cst.Try,
+    **({ast.TryStar: cst.TryStar} if hasattr(ast, "TryStar") else {}),
+}
+_COMPOUND = (*_BLOCKS, ast.Match)
+
+
+class _Rebuild:
+    """A new version of a compound piece from the tree of its last version.
+
+    The lines the edit changed are those between the two versions' common
+    first and last lines. Inside the innermost block that holds them, the
+    statements from the first one the edit may have changed to the first
+    one after it that starts among the common last lines are parsed anew,
+    as they stand (their own text, indented as it is, after a first block
+    indented by the file's default indent, so that libcst takes the same
+    defaults), followed by a ``pass`` at their indent: what libcst gives the
+    statement after them in the whole text (its leading lines, the footers
+    of the blocks before it) it gives the ``pass``. The rest of the block,
+    and of the blocks around it, are the old tree's nodes: the same text, in
+    the same place. Each step checks what it relies on (CPython's lines of
+    the statements before and after, in both versions; the parsed text's
+    code) and gives up (None) on any doubt.
+
+    Why the parsed statements are libcst's own: libcst's nodes hold no
+    absolute indent and no position; what a statement's node holds depends
+    on its text, the indent it stands at (whether a comment or a line
+    inside brackets starts with it), the module's default indent (a nested
+    block's ``indent`` is None when it is the default) and the lines after
+    it up to the next statement (a nested block's footer takes the lines
+    indented to it). The first statement parsed takes its leading lines
+    either from the old node (it starts on a line common to both versions,
+    after the same lines) or from the parse, when it follows a simple
+    statement (all the lines after a simple statement are the next one's).
+    """
+
+    def __init__(self, piece: str, first_line: int, old_piece: str, old_first_line: int, default_indent: str, default_newline: str) -> None:
+        self.lines, old_lines = split_lines(piece), split_lines(old_piece)
+        n, m = len(self.lines), len(old_lines)
+        limit = min(n, m)
+        start = 0
+        while start < limit and self.lines[start] == old_lines[start]:
+            start += 1
+        common_end = 0
+        while common_end < limit - start and self.lines[n - 1 - common_end] == old_lines[m - 1 - common_end]:
+            common_end += 1
+        self.start, self.end = start, n - common_end  # the new version's changed lines (0-based, end exclusive)
+        self.shift = m - n  # from a line among the common last ones to the same line in the old version
+        self.first_line, self.old_first_line = first_line, old_first_line
+        self.indent, self.newline = default_indent, default_newline
+        self.parsed = 0
+
+    def top(self, new: ast.stmt, old: ast.stmt, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The piece's statement. libcst takes a piece's default indent from
+        its first indented line, the first line of the statement's block:
+        kept only when that is the file's default (the piece stands in the
+        file) in both versions."""
+        body = getattr(new, "body", None)
+        if not body or not isinstance(body, list):
+            return None
+        first = _groups(body, self.first_line)[0][0]
+        if first >= len(self.lines) or _indent_of(self.lines[first]) != self.indent:
+            return None
+        return self.statement(new, old, node)
+
+    def statement(self, new: ast.stmt, old: ast.stmt, node: cst.CSTNode) -> cst.CSTNode | None:
+        kind = _BLOCKS.get(type(new))
+        if kind is None or type(old) is not type(new) or type(node) is not kind or type(node.body) is not cst.IndentedBlock:
+            return None
+        groups, old_groups = _groups(new.body, self.first_line), _groups(old.body, self.old_first_line)
+        statements = node.body.body
+        if len(statements) != len(old_groups):
+            return None
+        start, end = self.start, self.end
+        k = -1
+        while k + 1 < len(groups) and groups[k + 1][0] <= start:
+            k += 1
+        if k < 0:
+            return None  # the edit starts in the header or before the block's first statement
+        first, last, members = groups[k]
+        if first < start and end <= last + 1 and len(members) == 1 and _aligned(groups, old_groups, k, k + 1, k + 1, self.shift):
+            old_first, old_last, old_members = old_groups[k]
+            if old_first == first and old_last == last + self.shift and len(old_members) == 1:
+                inner = self.statement(members[0], old_members[0], statements[k])
+                if inner is not None:
+                    return node.with_changes(body=node.body.with_changes(body=(*statements[:k], inner, *statements[k + 1 :])))
+        # the first statement parsed anew, and whether it keeps its old node's leading lines
+        if start > last and _simple(members):
+            a, own = k + 1, False
+        elif first < start:
+            a, own = k, True
+        elif k >= 1 and _simple(groups[k - 1][2]):
+            a, own = k, False
+        elif k >= 1:
+            a, own = k - 1, True
+        else:
+            return None
+        j = next((i for i in range(a + 1, len(groups)) if groups[i][0] >= end), None)  # the first statement kept after them
+        if j is None:
+            return None
+        old_j = j + len(old_groups) - len(groups)
+        if old_j < a + own or not _aligned(groups, old_groups, a, j, old_j, self.shift):
+            return None
+        if own and old_groups[a][0] != groups[a][0]:
+            return None
+        region_start = groups[a][0] if own else groups[a - 1][1] + 1
+        following_line = self.lines[groups[j][0]]
+        newline, indent = self.newline, _indent_of(following_line)
+        text = "".join(self.lines[region_start : groups[j][0]])
+        wrapped = f"if 1:{newline}{self.indent}pass{newline}if 1:{newline}{text}{indent}pass{newline}"
+        module = cst.parse_module(wrapped)
+        self.parsed += 1
+        if module.default_indent != self.indent or module.default_newline != newline or module.header or module.footer or len(module.body) != 2:
+            return None
+        holder = module.body[1]
+        if type(holder) is not cst.If or type(holder.body) is not cst.IndentedBlock or holder.body.footer or holder.orelse is not None:
+            return None
+        made = list(holder.body.body)
+        if len(made) != j - a + 1 or module.code != wrapped:
+            return None
+        stand_in = made.pop()
+        if type(stand_in) is not cst.SimpleStatementLine or len(stand_in.body) != 1 or type(stand_in.body[0]) is not cst.Pass:
+            return None
+        if own:
+            if not made or made[0].leading_lines:
+                return None
+            made[0] = made[0].with_changes(leading_lines=statements[a].leading_lines)
+        following = statements[old_j]
+        if not _same_lines(following.leading_lines, stand_in.leading_lines):
+            following = following.with_changes(leading_lines=stand_in.leading_lines)
+        body = (*statements[:a], *made, following, *statements[old_j + 1 :])
+        return node.with_changes(body=node.body.with_changes(body=body))
+
+
+def _groups(body: list[ast.stmt], first_line: int) -> list[tuple[int, int, list[ast.stmt]]]:
+    """A block's statements as libcst has them (statements sharing a line,
+    ``a; b``, are one): (first line, last line, CPython's statements), the
+    lines counted from 0 at ``first_line``; a statement's first line is its
+    first decorator's."""
+    groups: list[tuple[int, int, list[ast.stmt]]] = []
+    for statement in body:
+        decorators = getattr(statement, "decorator_list", None)
+        first = (decorators[0].lineno if decorators else statement.lineno) - first_line
+        last = statement.end_lineno - first_line
+        if groups and first <= groups[-1][1]:
+            groups[-1] = (groups[-1][0], max(last, groups[-1][1]), [*groups[-1][2], statement])
+        else:
+            groups.append((first, last, [statement]))
+    return groups
+
+
+def _aligned(groups: list, old_groups: list, before: int, after: int, old_after: int, shift: int) -> bool:
+    """The statements before ``before`` are on the same lines in both
+    versions, and those from ``after`` (``old_after`` in the old version)
+    on lines ``shift`` apart, as many in each."""
+    if len(groups) - after != len(old_groups) - old_after or before > len(old_groups):
+        return False
+    if any(groups[i][:2] != old_groups[i][:2] for i in range(before)):
+        return False
+    return all(groups[after + i][0] + shift == old_groups[old_after + i][0] and groups[after + i][1] + shift == old_groups[old_after + i][1] for i in range(len(groups) - after))
+
+
+def _simple(statements: list[ast.stmt]) -> bool:
+    return not any(isinstance(statement, _COMPOUND) for statement in statements)
+
+
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _first_line(piece: str) -> str:
+    end = piece.find("\n")
+    return piece if end < 0 else piece[:end]
+
+
+def _same_lines(one: tuple, other: tuple) -> bool:
+    return len(one) == len(other) and all(a.deep_equals(b) for a, b in zip(one, other))
 
 
 @contextmanager
