@@ -69,6 +69,7 @@ class ParseCache:
         self._before: dict[str, tuple[str, ast.stmt, int]] = {}
         self.parsed = 0  # pieces parsed (the rest were reused): for tests and benchmarks
         self.parsed_inner = 0  # statements parsed inside them: for tests and benchmarks
+        self.inner_lines = _INNER_LINES  # the size from which a compound piece is made from its last version
         self.inner = 0  # pieces made from their last version, parsing only the statements that changed
         self.checked_whole = 0  # modules whose code was generated whole to check it: for tests
         self.last: cst.Module | None = None  # the last module put together: its code is the text it was put together from
@@ -117,7 +118,7 @@ class ParseCache:
                 entry = (*entry, True)  # (module, code is the piece, kept): its joins may be kept too
             seen.add(piece)
             modules.append(entry)
-            if entry[1] and type(statement) in _BLOCKS and piece.count("\n") >= _INNER_LINES:
+            if entry[1] and type(statement) in _BLOCKS and piece.count("\n") >= self.inner_lines:
                 # the piece's last version, its tree and CPython's: the next version is made from it
                 self._before[_first_line(piece)] = (piece, statement, first_line)
         body: list[cst.CSTNode] = []
@@ -282,7 +283,8 @@ class _Rebuild:
     """
 
     def __init__(self, piece: str, first_line: int, old_piece: str, old_first_line: int, default_indent: str, default_newline: str) -> None:
-        self.lines, old_lines = split_lines(piece), split_lines(old_piece)
+        self.lines, self.old_lines = split_lines(piece), split_lines(old_piece)
+        old_lines = self.old_lines
         n, m = len(self.lines), len(old_lines)
         limit = min(n, m)
         start = 0
@@ -334,7 +336,7 @@ class _Rebuild:
         # the first statement parsed anew, and whether it keeps its old node's leading lines
         if start > last and _simple(members):
             a, own = k + 1, False
-        elif first < start:
+        elif k < len(old_groups) and old_groups[k][0] == first and _indent_of(self.old_lines[first]) == _indent_of(self.lines[first]):
             a, own = k, True
         elif k >= 1 and _simple(groups[k - 1][2]):
             a, own = k, False
@@ -348,7 +350,7 @@ class _Rebuild:
         old_j = j + len(old_groups) - len(groups)
         if old_j < a + own or not _aligned(groups, old_groups, a, j, old_j, self.shift):
             return None
-        if own and old_groups[a][0] != groups[a][0]:
+        if own and (old_groups[a][0] != groups[a][0] or _indent_of(self.old_lines[groups[a][0]]) != _indent_of(self.lines[groups[a][0]])):
             return None
         region_start = groups[a][0] if own else groups[a - 1][1] + 1
         following_line = self.lines[groups[j][0]]
