@@ -27,7 +27,7 @@ import ast
 import re
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -104,6 +104,10 @@ class ParseCache:
                 if module is not None:
                     self.inner += 1
                     entry = (module, True)  # its parts were each checked (see _Rebuild)
+                    # it shares most of its nodes with its last version: what it
+                    # adds (the path down to the statements parsed, the index's
+                    # walks of the statements on it) counts as half its text
+                    size = len(piece) // 2
                 else:
                     try:
                         module = cst.parse_module(piece)
@@ -111,9 +115,10 @@ class ParseCache:
                         return None
                     self.parsed += 1
                     entry = (module, module.code == piece)
+                    size = len(piece)
                 if piece not in seen:
                     self._pieces[piece] = entry
-                    self._characters += len(piece)
+                    self._characters += size
             else:
                 entry = (*entry, True)  # (module, code is the piece, kept): its joins may be kept too
             seen.add(piece)
@@ -327,14 +332,18 @@ class _Rebuild:
         if k < 0:
             return None  # the edit starts in the header or before the block's first statement
         first, last, members = groups[k]
-        if first < start and end <= last + 1 and len(members) == 1 and _aligned(groups, old_groups, k, k + 1, k + 1, self.shift):
+        # the edit inside one compound statement (or in the lines after it,
+        # which the footers of its blocks may take): made inside it
+        before_next = k + 1 == len(groups) or end <= groups[k + 1][0]
+        if first < start and before_next and len(members) == 1 and _aligned(groups, old_groups, k, k + 1, k + 1, self.shift):
             old_first, old_last, old_members = old_groups[k]
-            if old_first == first and old_last == last + self.shift and len(old_members) == 1:
+            same_end = old_last == last if last < start else (old_last == last + self.shift if last >= end else True)
+            if old_first == first and same_end and len(old_members) == 1:
                 inner = self.statement(members[0], old_members[0], statements[k])
                 if inner is not None:
                     return node.with_changes(body=node.body.with_changes(body=(*statements[:k], inner, *statements[k + 1 :])))
         # the first statement parsed anew, and whether it keeps its old node's leading lines
-        if start > last and _simple(members):
+        if start > last and _simple(members) and k + 1 < len(groups):
             a, own = k + 1, False
         elif k < len(old_groups) and old_groups[k][0] == first and _indent_of(self.old_lines[first]) == _indent_of(self.lines[first]):
             a, own = k, True
@@ -346,39 +355,119 @@ class _Rebuild:
             return None
         j = next((i for i in range(a + 1, len(groups)) if groups[i][0] >= end), None)  # the first statement kept after them
         if j is None:
-            return None
+            return self._to_the_end(node, groups, old_groups, a, own)
         old_j = j + len(old_groups) - len(groups)
-        if old_j < a + own or not _aligned(groups, old_groups, a, j, old_j, self.shift):
+        if old_j < a + own or not _aligned(groups, old_groups, a, j, old_j, self.shift) or not self._own(groups, old_groups, a, own):
             return None
-        if own and (old_groups[a][0] != groups[a][0] or _indent_of(self.old_lines[groups[a][0]]) != _indent_of(self.lines[groups[a][0]])):
+        # the statements, then a stand-in for the one after them at its indent
+        following_line = groups[j][0]
+        parsed = self._parse(groups, a, own, following_line, _indent_of(self.lines[following_line]) + "pass" + self.newline)
+        if parsed is None:
             return None
-        region_start = groups[a][0] if own else groups[a - 1][1] + 1
-        following_line = self.lines[groups[j][0]]
-        newline, indent = self.newline, _indent_of(following_line)
-        text = "".join(self.lines[region_start : groups[j][0]])
-        wrapped = f"if 1:{newline}{self.indent}pass{newline}if 1:{newline}{text}{indent}pass{newline}"
-        module = cst.parse_module(wrapped)
-        self.parsed += 1
-        if module.default_indent != self.indent or module.default_newline != newline or module.header or module.footer or len(module.body) != 2:
-            return None
-        holder = module.body[1]
-        if type(holder) is not cst.If or type(holder.body) is not cst.IndentedBlock or holder.body.footer or holder.orelse is not None:
-            return None
-        made = list(holder.body.body)
-        if len(made) != j - a + 1 or module.code != wrapped:
+        module, holder, made = parsed
+        if module.footer or len(module.body) != 2 or holder.body.footer or len(made) != j - a + 1:
             return None
         stand_in = made.pop()
-        if type(stand_in) is not cst.SimpleStatementLine or len(stand_in.body) != 1 or type(stand_in.body[0]) is not cst.Pass:
+        if not _is_pass(stand_in):
             return None
-        if own:
-            if not made or made[0].leading_lines:
-                return None
-            made[0] = made[0].with_changes(leading_lines=statements[a].leading_lines)
+        made = self._lead(made, statements, a, own)
+        if made is None:
+            return None
         following = statements[old_j]
         if not _same_lines(following.leading_lines, stand_in.leading_lines):
             following = following.with_changes(leading_lines=stand_in.leading_lines)
         body = (*statements[:a], *made, following, *statements[old_j + 1 :])
         return node.with_changes(body=node.body.with_changes(body=body))
+
+    def _to_the_end(self, node: cst.CSTNode, groups: list, old_groups: list, a: int, own: bool) -> cst.CSTNode | None:
+        """The statements from ``a`` to the end of the block parsed anew, and
+        the block's footer (the lines after them indented to the block, up
+        to the last one that is: libcst's rule, which looks at those lines
+        only). What follows the block is kept: the lines after its footer,
+        which libcst gives to what comes next, must be the same lines in
+        both versions, and are when the line before them is a common last
+        line that ends the block (its last line, or one indented to it) in
+        both."""
+        lines, old_lines, shift = self.lines, self.old_lines, self.shift
+        if not groups or not old_groups or len(old_groups) < a + own or not _aligned(groups, old_groups, a, len(groups), len(old_groups), shift):
+            return None
+        if not self._own(groups, old_groups, a, own):
+            return None
+        last, indent = groups[-1][1], _indent_of(lines[groups[-1][0]])
+        after = last + 1  # the line of the next token after the block: what follows it
+        while after < len(lines) and _no_token(lines[after]):
+            after += 1
+        if after < len(lines) and lines[after].lstrip(" \t").startswith("\\"):
+            return None
+        at_end = after == len(lines)
+        parsed = self._parse(groups, a, own, after, "" if at_end else "pass" + self.newline)
+        if parsed is None:
+            return None
+        module, holder, made = parsed
+        if len(module.body) != (2 if at_end else 3) or len(made) != len(groups) - a:
+            return None
+        if at_end:
+            rest = module.footer
+        else:
+            stand_in = module.body[2]
+            if module.footer or not _is_pass(stand_in):
+                return None
+            rest = stand_in.leading_lines
+        # The block's last line: its last statement's, or the last of its
+        # footer; the lines after it are common last lines, and so is the
+        # block's end in the old version: its last statement's last line
+        # there, or a line indented to the block among blank and comment
+        # lines after it.
+        ends = after - len(rest) - 1
+        if ends + 1 < self.end or ends < last or (ends > last and not lines[ends].startswith(indent)):
+            return None
+        old_last, old_ends = old_groups[-1][1], ends + shift
+        if not (old_ends == old_last or (old_ends > old_last and old_lines[old_ends].startswith(indent))):
+            return None
+        if not all(_no_token(old_lines[i]) for i in range(old_last + 1, after + shift)):
+            return None
+        made = self._lead(made, node.body.body, a, own)
+        if made is None:
+            return None
+        body = (*node.body.body[:a], *made)
+        return node.with_changes(body=node.body.with_changes(body=body, footer=holder.body.footer))
+
+    def _own(self, groups: list, old_groups: list, a: int, own: bool) -> bool:
+        """The first statement parsed may take its old node's leading lines:
+        it starts on the same line as that node did, indented alike."""
+        if not own:
+            return True
+        line = groups[a][0]
+        return a < len(old_groups) and old_groups[a][0] == line and _indent_of(self.old_lines[line]) == _indent_of(self.lines[line])
+
+    def _parse(self, groups: list, a: int, own: bool, until: int, after: str) -> tuple | None:
+        """libcst's parse of the lines from statement ``a`` (or from the end
+        of the simple statement before it) to line ``until``, in a block of
+        their own indent after one of the file's default indent, then
+        ``after``: (the module, the block holding them, its statements)."""
+        region_start = groups[a][0] if own else groups[a - 1][1] + 1
+        newline = self.newline
+        wrapped = f"if 1:{newline}{self.indent}pass{newline}if 1:{newline}{''.join(self.lines[region_start:until])}{after}"
+        self.parsed += 1
+        try:
+            module = cst.parse_module(wrapped)
+        except cst.ParserSyntaxError:
+            return None  # (the lines stand in the block of a statement that holds them)
+        if module.default_indent != self.indent or module.default_newline != newline or module.header or len(module.body) < 2:
+            return None
+        holder = module.body[1]
+        if type(holder) is not cst.If or type(holder.body) is not cst.IndentedBlock or holder.orelse is not None or module.code != wrapped:
+            return None
+        return module, holder, list(holder.body.body)
+
+    @staticmethod
+    def _lead(made: list, statements: Sequence[cst.CSTNode], a: int, own: bool) -> list | None:
+        """With ``own``, the first statement parsed with its old node's leading lines."""
+        if own:
+            if not made or made[0].leading_lines:
+                return None
+            made[0] = made[0].with_changes(leading_lines=statements[a].leading_lines)
+        return made
 
 
 def _groups(body: list[ast.stmt], first_line: int) -> list[tuple[int, int, list[ast.stmt]]]:
@@ -411,6 +500,16 @@ def _aligned(groups: list, old_groups: list, before: int, after: int, old_after:
 
 def _simple(statements: list[ast.stmt]) -> bool:
     return not any(isinstance(statement, _COMPOUND) for statement in statements)
+
+
+def _is_pass(statement: cst.CSTNode) -> bool:
+    return type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and type(statement.body[0]) is cst.Pass
+
+
+def _no_token(line: str) -> bool:
+    """A blank or comment line: no token of the code on it."""
+    stripped = line.lstrip(" \t")
+    return not stripped.strip("\r\n") or stripped.startswith("#")
 
 
 def _indent_of(line: str) -> str:
