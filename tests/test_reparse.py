@@ -212,9 +212,11 @@ def _program(draw, unit: str) -> str:
             elif kind == 7:
                 out.append(f"{pad}# at zero\n"[len(pad):] if draw(st.booleans()) else f"{pad}{unit}# deeper {n}\n")
             elif kind == 8:
-                out += [f"{pad}if c{n}:\n", *block(depth + 1, draw(st.integers(1, 4))), f"{pad}else:\n", *block(depth + 1, draw(st.integers(1, 2)))]
+                elif_ = [f"{pad}elif e{n}:\n", *block(depth + 1, draw(st.integers(1, 2)))] if draw(st.booleans()) else []
+                out += [f"{pad}if c{n}:\n", *block(depth + 1, draw(st.integers(1, 4))), *elif_, f"{pad}else:\n", *block(depth + 1, draw(st.integers(1, 2)))]
             elif kind == 9:
-                out += [f"{pad}try:\n", *block(depth + 1, draw(st.integers(1, 4))), f"{pad}except E{n}:\n", *block(depth + 1, 1), f"{pad}finally:\n", *block(depth + 1, 1)]
+                else_ = [f"{pad}else:\n", *block(depth + 1, 1)] if draw(st.booleans()) else []
+                out += [f"{pad}try:\n", *block(depth + 1, draw(st.integers(1, 4))), f"{pad}except E{n}:\n", *block(depth + 1, 2), *else_, f"{pad}finally:\n", *block(depth + 1, 1)]
             elif kind == 10:
                 out += [f"{pad}for i{n} in r:\n", *block(depth + 1, draw(st.integers(1, 4)))]
             elif kind == 11:
@@ -235,7 +237,7 @@ def _program(draw, unit: str) -> str:
     return "".join(lines)
 
 
-INNER_TYPED = ["x", " ", "\n", "\t", "    ", "# c", "(", ")", "'''", ":", "\\\n", "if a:\n", "    pass\n", "else:\n", "@d\n", "  # noqa\n", "pass; y"]
+INNER_TYPED = ["x", " ", "\n", "\t", "    ", "# c", "(", ")", "'''", ":", "\\\n", "if a:\n", "    pass\n", "else:\n", "elif b:\n", "except E:\n", "@d\n", "  # noqa\n", "pass; y"]
 
 
 @st.composite
@@ -332,6 +334,9 @@ def test_an_edit_inside_a_function_parses_only_its_statement():
     ("def f():\n  if a:\n      x = 1\n      y = 2\n  z = 3\n", "x = 1", "x = 10"),  # a block indented unlike the file
     ("class C:\n    @property\n    def p(self):\n        return 1\n\n    @other\n    def q(self):\n        return 2\n", "return 1", "return 11"),
     ("def f():\n    try:\n        x = 1\n        y = 2\n    except E:\n        z = 3\n    else:\n        w = 4\n", "x = 1", "x = (1,\n  2)"),
+    ("def f():\n    try:\n        x = 1\n    except E:\n        z = 3\n    else:\n        w = 4\n    finally:\n        v = 5\n", "w = 4", "w = 44"),  # a clause's block
+    ("def f():\n    if a:\n        x = 1\n    elif b:\n        y = 2\n    else:\n        z = 3\n", "y = 2", "y = 22"),  # an elif: parsed with its if
+    ("def f():\n    for i in r:\n        x = 1\n    else:\n        y = 2\n        # the else's footer\n    z = 3\n", "# the else's footer", "# footer"),
     ("def f():\n    if a: b = 1\n    c = 2\n    d = 3\n", "c = 2", "c = 22"),
     ("def f():\n    if a: b = 1\n    c = 2\n    d = 3\n", "if a: b = 1", "if a: b = 11"),
     ("def f():\n    x = 1\n    y = 2\n    z = 3\n", "y = 2", "y = 2; q = 1"),

@@ -256,6 +256,7 @@ _BLOCKS: dict[type, type] = {
     **({ast.TryStar: cst.TryStar} if hasattr(ast, "TryStar") else {}),
 }
 _COMPOUND = (*_BLOCKS, ast.Match)
+_TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 
 
 class _Rebuild:
@@ -318,11 +319,28 @@ class _Rebuild:
         return self.statement(new, old, node)
 
     def statement(self, new: ast.stmt, old: ast.stmt, node: cst.CSTNode) -> cst.CSTNode | None:
+        """``node`` (the old version's) made anew inside the block that holds
+        the edit's start: its body, or an ``else``, ``except`` or ``finally``
+        clause's."""
         kind = _BLOCKS.get(type(new))
-        if kind is None or type(old) is not type(new) or type(node) is not kind or type(node.body) is not cst.IndentedBlock:
+        if kind is None or type(old) is not type(new) or type(node) is not kind:
             return None
-        groups, old_groups = _groups(new.body, self.first_line), _groups(old.body, self.old_first_line)
-        statements = node.body.body
+        found = None
+        for new_body, old_body, block, remake in _clauses(new, old, node) or ():
+            if type(block) is not cst.IndentedBlock or not new_body or not old_body:
+                return None
+            groups = _groups(new_body, self.first_line)
+            if groups[0][0] > self.start:
+                break
+            found = (groups, old_body, block, remake)
+        if found is None:
+            return None  # the edit starts in the header or before the block's first statement
+        groups, old_body, block, remake = found
+        made = self.block(groups, _groups(old_body, self.old_first_line), block)
+        return None if made is None else remake(made)
+
+    def block(self, groups: list, old_groups: list, block: cst.IndentedBlock) -> cst.IndentedBlock | None:
+        statements = block.body
         if len(statements) != len(old_groups):
             return None
         start, end = self.start, self.end
@@ -341,7 +359,7 @@ class _Rebuild:
             if old_first == first and same_end and len(old_members) == 1:
                 inner = self.statement(members[0], old_members[0], statements[k])
                 if inner is not None:
-                    return node.with_changes(body=node.body.with_changes(body=(*statements[:k], inner, *statements[k + 1 :])))
+                    return block.with_changes(body=(*statements[:k], inner, *statements[k + 1 :]))
         # the first statement parsed anew, and whether it keeps its old node's leading lines
         if start > last and _simple(members) and k + 1 < len(groups):
             a, own = k + 1, False
@@ -355,7 +373,7 @@ class _Rebuild:
             return None
         j = next((i for i in range(a + 1, len(groups)) if groups[i][0] >= end), None)  # the first statement kept after them
         if j is None:
-            return self._to_the_end(node, groups, old_groups, a, own)
+            return self._to_the_end(block, groups, old_groups, a, own)
         old_j = j + len(old_groups) - len(groups)
         if old_j < a + own or not _aligned(groups, old_groups, a, j, old_j, self.shift) or not self._own(groups, old_groups, a, own):
             return None
@@ -376,10 +394,9 @@ class _Rebuild:
         following = statements[old_j]
         if not _same_lines(following.leading_lines, stand_in.leading_lines):
             following = following.with_changes(leading_lines=stand_in.leading_lines)
-        body = (*statements[:a], *made, following, *statements[old_j + 1 :])
-        return node.with_changes(body=node.body.with_changes(body=body))
+        return block.with_changes(body=(*statements[:a], *made, following, *statements[old_j + 1 :]))
 
-    def _to_the_end(self, node: cst.CSTNode, groups: list, old_groups: list, a: int, own: bool) -> cst.CSTNode | None:
+    def _to_the_end(self, block: cst.IndentedBlock, groups: list, old_groups: list, a: int, own: bool) -> cst.IndentedBlock | None:
         """The statements from ``a`` to the end of the block parsed anew, and
         the block's footer (the lines after them indented to the block, up
         to the last one that is: libcst's rule, which looks at those lines
@@ -426,11 +443,10 @@ class _Rebuild:
             return None
         if not all(_no_token(old_lines[i]) for i in range(old_last + 1, after + shift)):
             return None
-        made = self._lead(made, node.body.body, a, own)
+        made = self._lead(made, block.body, a, own)
         if made is None:
             return None
-        body = (*node.body.body[:a], *made)
-        return node.with_changes(body=node.body.with_changes(body=body, footer=holder.body.footer))
+        return block.with_changes(body=(*block.body[:a], *made), footer=holder.body.footer)
 
     def _own(self, groups: list, old_groups: list, a: int, own: bool) -> bool:
         """The first statement parsed may take its old node's leading lines:
@@ -468,6 +484,37 @@ class _Rebuild:
                 return None
             made[0] = made[0].with_changes(leading_lines=statements[a].leading_lines)
         return made
+
+
+def _clauses(new: ast.stmt, old: ast.stmt, node: cst.CSTNode) -> list | None:
+    """The blocks of a compound statement in the order of the text: (its
+    statements in CPython's new tree, in the old one, libcst's old block, a
+    function from a new block to the node holding it); None where the two
+    versions do not have the same clauses (then nothing is made inside)."""
+    found = [(new.body, old.body, node.body, lambda block: node.with_changes(body=block))]
+    if isinstance(new, (ast.Try, *_TRY_STAR)):
+        if len(new.handlers) != len(old.handlers) or len(node.handlers) != len(new.handlers):
+            return None
+        for i, handler in enumerate(node.handlers):
+            found.append((new.handlers[i].body, old.handlers[i].body, handler.body, lambda block, i=i, handler=handler: node.with_changes(handlers=(*node.handlers[:i], handler.with_changes(body=block), *node.handlers[i + 1 :]))))
+    orelse = getattr(new, "orelse", None)
+    if orelse:
+        clause = node.orelse
+        if type(clause) is cst.If and type(new) is ast.If:
+            return found  # an elif: only the first branch is made inside (an edit after it is not)
+        if type(clause) is not cst.Else or not old.orelse:
+            return None
+        found.append((orelse, old.orelse, clause.body, lambda block, clause=clause: node.with_changes(orelse=clause.with_changes(body=block))))
+    elif getattr(node, "orelse", None) is not None or getattr(old, "orelse", None):
+        return None
+    if getattr(new, "finalbody", None):
+        clause = node.finalbody
+        if clause is None or not old.finalbody:
+            return None
+        found.append((new.finalbody, old.finalbody, clause.body, lambda block, clause=clause: node.with_changes(finalbody=clause.with_changes(body=block))))
+    elif getattr(node, "finalbody", None) is not None or getattr(old, "finalbody", None):
+        return None
+    return found
 
 
 def _groups(body: list[ast.stmt], first_line: int) -> list[tuple[int, int, list[ast.stmt]]]:
