@@ -177,3 +177,217 @@ def test_the_pieces_kept_are_bounded_by_their_text(monkeypatch):
         module = cache.parse(text, ast.parse(text))
         assert _same(module, cst.parse_module(text))
     assert len(cache._pieces) < 3 and cache._characters <= 200 + len(text)
+
+
+# Edits inside nested blocks: a large compound piece is made from its last
+# version, parsing anew only the statements the edit touched
+# (``ParseCache.inner_lines`` 0: every compound piece is). The module put
+# together is libcst's own parse of the text, whatever the layout around the
+# edit: comments and blank lines between inner statements and at the ends of
+# blocks, multi-line strings and brackets whose lines a dedent would change,
+# tabs, decorators, else/except/finally clauses, one-line compound statements.
+def _program(draw, unit: str) -> str:
+    counter = iter(range(10_000))
+
+    def block(depth: int, size: int) -> list[str]:
+        pad = unit * depth
+        out = []
+        for _ in range(size):
+            kind = draw(st.integers(0, 15 if depth < 3 else 7))
+            n = next(counter)
+            if kind == 0:
+                out.append(f"{pad}x{n} = f({n})\n")
+            elif kind == 1:
+                out.append(f"{pad}# note {n}\n" if draw(st.booleans()) else "\n")
+            elif kind == 2:
+                out.append(f"{pad}s{n} = '''first\n{pad}inside {n}\nat zero\n{pad}  '''\n")
+            elif kind == 3:
+                out.append(f"{pad}y{n} = g(a,\n{pad}   b,\n  c)  # call {n}\n")
+            elif kind == 4:
+                out.append(f"{pad}if z{n}: w{n} = 1\n")
+            elif kind == 5:
+                out.append(f"{pad}t{n} = 1; u{n} = 2\n")
+            elif kind == 6:
+                out.append(f"{pad}return q{n}\n")
+            elif kind == 7:
+                out.append(f"{pad}# at zero\n"[len(pad):] if draw(st.booleans()) else f"{pad}{unit}# deeper {n}\n")
+            elif kind == 8:
+                elif_ = [f"{pad}elif e{n}:\n", *block(depth + 1, draw(st.integers(1, 2)))] if draw(st.booleans()) else []
+                out += [f"{pad}if c{n}:\n", *block(depth + 1, draw(st.integers(1, 4))), *elif_, f"{pad}else:\n", *block(depth + 1, draw(st.integers(1, 2)))]
+            elif kind == 9:
+                else_ = [f"{pad}else:\n", *block(depth + 1, 1)] if draw(st.booleans()) else []
+                out += [f"{pad}try:\n", *block(depth + 1, draw(st.integers(1, 4))), f"{pad}except E{n}:\n", *block(depth + 1, 2), *else_, f"{pad}finally:\n", *block(depth + 1, 1)]
+            elif kind == 10:
+                out += [f"{pad}for i{n} in r:\n", *block(depth + 1, draw(st.integers(1, 4)))]
+            elif kind == 11:
+                out += [f"{pad}@deco({n})\n", f"{pad}def h{n}(p,\n{pad}       q):\n", *block(depth + 1, draw(st.integers(1, 4)))]
+            elif kind == 12:
+                out += [f"{pad}with m{n} as v:\n", *block(depth + 1, draw(st.integers(1, 3)))]
+            elif kind == 13:
+                out += [f"{pad}while k{n}:\n", *block(depth + 1, draw(st.integers(1, 3))), f"{pad}    # trailing {n}\n"[: len(pad)] + f"{unit}# footer {n}\n"]
+            elif kind == 14:
+                out += [f"{pad}class C{n}:\n", *block(depth + 1, draw(st.integers(1, 3)))]
+            else:
+                out += [f"{pad}async def a{n}():\n", *block(depth + 1, draw(st.integers(1, 3)))]
+        if not any(line.strip() and not line.lstrip().startswith("#") for line in out):
+            out.append(f"{pad}pass\n")
+        return out
+
+    lines = ["import torch\n", "\n", "def main(args):\n", *block(1, draw(st.integers(3, 10))), "\n", "class K:\n", *block(1, draw(st.integers(1, 5))), "# end\n"]
+    return "".join(lines)
+
+
+INNER_TYPED = ["x", " ", "\n", "\t", "    ", "# c", "(", ")", "'''", ":", "\\\n", "if a:\n", "    pass\n", "else:\n", "elif b:\n", "except E:\n", "@d\n", "  # noqa\n", "pass; y"]
+
+
+@st.composite
+def _nested_edits(draw):
+    unit = draw(st.sampled_from(["    ", "  ", "\t"]))
+    text = _program(draw, unit)
+    edits = draw(st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 3), st.sampled_from(INNER_TYPED)), min_size=1, max_size=10))
+    return text, edits
+
+
+def _nested_edit(text: str, where: float, op: int, typed: str) -> str:
+    if op == 3:  # re-indent a line
+        lines = text.splitlines(keepends=True)
+        i = int(where * len(lines))
+        return "".join(lines[:i] + [typed.strip(" x#():'\\\n") + lines[i].lstrip(" \t") if typed.isspace() else "  " + lines[i]] + lines[i + 1 :])
+    return _edit(text, where, op, typed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_nested_edits())
+def test_edits_inside_nested_blocks_put_together_libcsts_own_module(case):
+    text, edits = case
+    cache = ParseCache()
+    cache.inner_lines = 0
+    cache.parse(text, ast.parse(text))
+    for where, op, typed in edits:
+        edited = _nested_edit(text, where, op, typed)
+        try:
+            tree, whole = ast.parse(edited), cst.parse_module(edited)
+        except (SyntaxError, cst.ParserSyntaxError):
+            continue  # an editor's text that does not parse: the engine reports it and keeps nothing
+        text = edited
+        module = cache.parse(text, tree)
+        assert module is None or _same(module, whole)  # None: parsed whole by the caller
+
+
+def _inner(text: str, edited: str) -> tuple[ParseCache, cst.Module, cst.Module]:
+    cache = ParseCache()
+    cache.inner_lines = 0
+    first = cache.parse(text, ast.parse(text))
+    module = cache.parse(edited, ast.parse(edited))
+    assert _same(module, cst.parse_module(edited))
+    return cache, first, module
+
+
+NESTED = (
+    "import torch\n\n\n"
+    "def main(args):\n"
+    "    model = build(args)\n"
+    "    # the loop\n"
+    "\n"
+    "    for epoch in range(3):\n"
+    "        loss = step(model)\n"
+    "        if loss > 1:\n"
+    "            print('high')\n"
+    "        # end of the loop\n"
+    "    doc = '''\n"
+    "    kept as typed\n"
+    "'''\n"
+    "    return model\n"
+)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("print('high')", "print('higher')"),  # a statement deep inside
+    ("loss = step(model)", "loss = step(model.cuda())"),  # the first line of a block's first statement
+    ("    # the loop\n", "    # the loop, typed\n"),  # a comment between statements
+    ("        # end of the loop\n", "        # end of the loop!\n"),  # a block's footer
+    ("        # end of the loop\n", "# at column 0\n"),  # a comment the next statement takes
+    ("kept as typed", "kept as typed, still"),  # a string a dedent would change
+    ("    return model\n", "    return model\n    # after\n"),  # lines after the last statement
+    ("    model = build(args)\n", "    model = build(args)\n    model.cuda()\n"),  # a statement added
+    ("        if loss > 1:\n            print('high')\n", ""),  # one removed
+])
+def test_an_edit_inside_a_function_is_libcsts_own(old, new):
+    assert old in NESTED
+    _inner(NESTED, NESTED.replace(old, new, 1))
+
+
+def test_an_edit_inside_a_function_parses_only_its_statement():
+    """The statements around the edit are the old nodes: what is kept by
+    node (spans, the index's walks) serves for them."""
+    cache, first, module = _inner(NESTED, NESTED.replace("loss = step(model)", "loss = step(model.cuda())"))
+    assert cache.inner == 1 and cache.parsed_inner == 1
+    old_body, new_body = first.body[1].body.body, module.body[1].body.body
+    # the loop is new, the rest kept
+    assert old_body[0] is new_body[0] and old_body[1] is not new_body[1] and all(a is b for a, b in zip(old_body[2:], new_body[2:]))
+    old_loop, new_loop = old_body[1].body.body, new_body[1].body.body
+    assert old_loop[0] is not new_loop[0] and old_loop[1] is new_loop[1]
+
+
+@pytest.mark.parametrize("text, old, new", [
+    ("def f():\n\tif a:\n\t\tx = 1\n\t\ty = 2\n\tz = 3\n", "x = 1", "x = 10"),  # tabs
+    ("def f():\n  if a:\n      x = 1\n      y = 2\n  z = 3\n", "x = 1", "x = 10"),  # a block indented unlike the file
+    ("class C:\n    @property\n    def p(self):\n        return 1\n\n    @other\n    def q(self):\n        return 2\n", "return 1", "return 11"),
+    ("def f():\n    try:\n        x = 1\n        y = 2\n    except E:\n        z = 3\n    else:\n        w = 4\n", "x = 1", "x = (1,\n  2)"),
+    ("def f():\n    try:\n        x = 1\n    except E:\n        z = 3\n    else:\n        w = 4\n    finally:\n        v = 5\n", "w = 4", "w = 44"),  # a clause's block
+    ("def f():\n    if a:\n        x = 1\n    elif b:\n        y = 2\n    else:\n        z = 3\n", "y = 2", "y = 22"),  # an elif: parsed with its if
+    ("def f():\n    for i in r:\n        x = 1\n    else:\n        y = 2\n        # the else's footer\n    z = 3\n", "# the else's footer", "# footer"),
+    ("def f():\n    if a: b = 1\n    c = 2\n    d = 3\n", "c = 2", "c = 22"),
+    ("def f():\n    if a: b = 1\n    c = 2\n    d = 3\n", "if a: b = 1", "if a: b = 11"),
+    ("def f():\n    x = 1\n    y = 2\n    z = 3\n", "y = 2", "y = 2; q = 1"),
+    ("def f():\r\n    x = 1\r\n    y = 2\r\n    z = 3\r\n", "y = 2", "y = 3"),
+    ("def f():\n    x = 1\n    y = '''a\n  b'''\n    z = 3\n", "  b'''", "  bb'''"),
+    ("def f():\n    x = 1\n    y = (2 +\n3)\n    z = 3\n", "3)", "4)"),
+])
+def test_edits_in_layouts_a_dedent_would_change(text, old, new):
+    assert old in text
+    _inner(text, text.replace(old, new, 1))
+
+
+IMPORTING = (
+    "import torch\n"
+    "def main(args):\n"
+    "    import numpy as np\n"
+    "    for step in range(3):\n"
+    "        from torch import nn\n"
+    "        x = np.ones(3)\n"
+    "        class Inner:\n"
+    "            import os\n"
+    "        y = torch.zeros(3, device=x.device)\n"
+    "    return y\n"
+    "if True:\n"
+    "    import torch.nn.functional as F\n"
+    "    z = F.relu\n"
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 2), st.sampled_from(TYPED + ["import os\n", "global g\n", "def h(): pass\n"])), min_size=1, max_size=6))
+def test_the_index_made_from_kept_walks_is_a_fresh_walks(edits):
+    """The index's walks of the statements inside others, kept by node from
+    version to version, give the index a walk of the whole tree gives: the
+    same nodes in the same order, the same parents, names and imports."""
+    from fixdev.engine.rule import FileIndex
+
+    cache = ParseCache()
+    cache.inner_lines = 0
+    text = IMPORTING + SCRIPT
+    for where, op, typed in [(0.0, 0, "")] + edits:
+        edited = _edit(text, where, op, typed)
+        try:
+            tree = ast.parse(edited)
+        except SyntaxError:
+            continue
+        text = edited
+        module = cache.parse(parseable_text(text), tree) or cst.parse_module(text)
+        with reusing(cache):
+            kept = FileIndex(module)
+        fresh = FileIndex(module)
+        assert kept.order == fresh.order and kept.parents == fresh.parents and kept.classes == fresh.classes
+        for name in ("imported", "rebound", "star_import", "names", "_targets", "_top_level", "_scoped", "_star_modules"):
+            assert getattr(kept, name) == getattr(fresh, name), name

@@ -129,7 +129,7 @@ class FileIndex:
             key = ("index", statement)
             part = cache.by_node.get(key) if cache is not None else None
             if part is None:
-                part = _walk(statement)
+                part = _walk(statement, cache.by_node if cache is not None else None)
                 if cache is not None:
                     cache.by_node[key] = part
             parents_update(part.parents)
@@ -231,19 +231,49 @@ class _Part:
 
 
 _ROOT = object()  # the module, above a statement walked alone
+_INNER = object()  # the block above a statement inside another, walked alone
+# The statements inside others whose walks are kept by node, within
+# ``reparse.reusing``: an edit inside a large function makes a new function
+# node, but the statements of it the edit did not touch are the nodes of the
+# version before (``fixdev.engine.reparse``), and their walks serve again.
+_INNER_STATEMENTS = frozenset({
+    cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.Match,
+})
 
 
-def _walk(statement: cst.CSTNode) -> _Part:
+def _walk(statement: cst.CSTNode, kept: dict | None = None, root: object = _ROOT) -> _Part:
+    """``statement``'s share of the index; with ``kept`` (the parse cache's
+    ``by_node``), the walks of the statements inside it are kept there and
+    replayed: the same nodes, in the same order, bound and used the same
+    way, as a walk of each node."""
     part = _Part()
     parents, order, names, rebound = part.parents, part.order, part.names, part.rebound
-    parents[statement] = _ROOT
+    parents[statement] = root
     stack: list[cst.CSTNode] = [statement]
     # Exact-type lookups throughout: libcst nodes are ABCs, and isinstance
     # on an ABC costs more here than all the rest of the walk.
     while stack:
         node = stack.pop()
-        order.append(node)
         node_type = type(node)
+        if kept is not None and node_type in _INNER_STATEMENTS and node is not statement:
+            key = ("index", node, _INNER)
+            inner = kept.get(key)
+            if inner is None:
+                inner = kept[key] = _walk(node, kept, _INNER)
+            above = parents[node]
+            parents.update(inner.parents)
+            parents[node] = above
+            order.extend(inner.order)
+            names.extend(inner.names)
+            rebound.extend(inner.rebound)
+            part.classes.extend(inner.classes)
+            if inner.imports:
+                # walked alone, an import inside is never at the top level and
+                # is in a function or class where one holds it or ``node`` does
+                around = _in_a_scope(node, parents)
+                part.imports.extend((found, False, scoped or around) for found, _, scoped in inner.imports)
+            continue
+        order.append(node)
         if node_type not in _LEAVES:
             children = child_nodes(node)
             for child in children:
