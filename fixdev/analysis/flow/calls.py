@@ -58,6 +58,8 @@ def _call(run, node: ast.Call, state: dict) -> Value:
         member = state.get(chain) if chain is not None else None
         if member is None and type(receiver.ref) is Instance:
             member = run.flow.classes.instance_attribute(run, receiver, func.attr, chain)
+        if member is not None and moved_and_called(run, member, chain):
+            member = called_module(member, chain, node)
         if member is not None and (member.what is What.MODULE or isinstance(member.ref, (ast.FunctionDef, ast.AsyncFunctionDef))):
             if run.record:
                 run.remember(func, member)
@@ -77,9 +79,37 @@ def _call(run, node: ast.Call, state: dict) -> Value:
         return construct(run, ref, node, state)
     if callee.what is What.MODULE:
         return call_module(run, callee, func, node, state)
+    if moved_and_called(run, callee, chain_of(func)):
+        return call_module(run, called_module(callee, chain_of(func), node), func, node, state)
     positional, keywords = run.arguments(node, state)
     forget_modules(run, positional, keywords, state)
     return UNKNOWN_VALUE
+
+
+def called_module(value: Value, chain: str, node: ast.Call) -> Value:
+    """``value`` as the module ``moved_and_called`` shows it is: a device
+    named through it (``self.model.device``, which a plain ``nn.Module`` does
+    not have) is named through its parameters."""
+    through = f"{chain}.device"
+    places = frozenset(
+        (Device(f"next({chain}.parameters()).device", p.home), o) if type(p) is Device and p.text == through else (p, o)
+        for p, o in value.places
+    )
+    return Value(What.MODULE, places, frozenset({node}))
+
+
+def moved_and_called(run, value: Value, chain: str | None) -> bool:
+    """``model(x)`` where ``model`` is a caller's object moved to a device
+    (``model = model.to(device)`` of a parameter, ``self.model =
+    model.to(device)`` in ``__init__``): a tensor is not callable, so what
+    moves with ``.to`` and is called is a module, on that device on every
+    path. Objects made here by calls the analysis does not see (a pipeline's
+    ``from_pretrained(...).to("cuda")``) are not taken for modules."""
+    if value.what is not What.UNKNOWN or value.ref is not None or chain is None or not value.places or value.places == UNKNOWN_PLACES:
+        return False
+    if kinds_of(value) != (False, True, False):
+        return False
+    return run.flow.classes.moved_parameter(run.scope, chain)
 
 
 def call_lambda(run, lam: ast.Lambda, node: ast.Call, state: dict) -> Value:
@@ -430,7 +460,7 @@ def discarded_move(run, node: ast.Call, state: dict) -> None:
         return
     receiver = run.load_target(receiver_node, state) if type(receiver_node) in (ast.Name, ast.Attribute) else UNKNOWN_VALUE
     if receiver.what is What.UNKNOWN and receiver.ref is None:
-        if run.flow.module_evidence(run.scope, chain):
+        if run.flow.module_evidence(run.scope, chain) or run.flow.classes.called_parameter(run.scope, chain):
             state[chain] = Value(What.MODULE, value.places, frozenset({node}))
         else:
             # moves a module in place, does nothing to a tensor: a caller passing a module sees it moved
