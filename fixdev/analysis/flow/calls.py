@@ -366,6 +366,43 @@ def loader(run, node: ast.Call, positional: list[Value], keywords: dict) -> Valu
     return host_loader()
 
 
+def e_subscript(run, node: ast.Subscript, state: dict) -> Value:
+    container = run.ev(node.value, state)
+    if type(container.ref) is Instance and container.ref.cls is not None and container.what is not What.MODULE and type(node.slice) is not ast.Slice:
+        item = dataset_item(run, container.ref.cls)
+        if item is not None:
+            return item
+    return expressions.subscript(run, container, node, state)
+
+
+def dataset_item(run, cls: ast.ClassDef) -> Value | None:
+    """``ds[i]`` of an instance of the file's class with ``__getitem__``
+    (a dataset read by hand, not through a loader): what ``__getitem__``
+    returns, its host tensors (``torch.from_numpy``) kept on the host and the
+    rest not known; None where the class moves or names a device itself."""
+    getitem = run.flow.classes.method_of(cls, "__getitem__")
+    if getitem is None or run.flow.mentions_device(cls):
+        return None
+    item = run.flow.returned(getitem)
+    if item is None:
+        return None
+    return host_item(item)
+
+
+def host_item(item: Value, depth: int = 0) -> Value:
+    """What a dataset item holds that is on the host on every path (a
+    tensor ``torch.from_numpy`` made), tuple and dict parts one by one; the
+    rest (a tensor that may be where a constructor argument is) not known."""
+    if item.what is What.TENSOR:
+        return Value(What.TENSOR, frozenset({(HOST, PENDING)})) if kinds_of(item) == (True, False, False) else UNKNOWN_VALUE
+    if isinstance(item.parts, Parts) and item.parts.items and depth < 2 and item.what is not What.LOADER:
+        items = tuple((key, host_item(part, depth + 1)) for key, part in item.parts.items)
+        parts = [part for _, part in items]
+        what = What.BATCH if all(p.what in (What.TENSOR, What.BATCH) for p in parts) else What.UNKNOWN
+        return Value(what, frozenset({(HOST, PENDING)}), Parts(join_all(parts), items))
+    return UNKNOWN_VALUE
+
+
 def collated(item: Value, default: bool, depth: int = 0) -> Value:
     """A loader's batch made from what ``item`` is: a dataset item through the
     default collate (``default``: tensors, arrays and numbers are stacked into
