@@ -13,9 +13,10 @@ from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import ENCODING, HOST, What, ast_walk
 from fixdev.analysis.sibling_moves import sibling_moves
 
-# Where a plain class keeps its device (`self.device`): the text a file needs
-# for a method parameter met on it (`UnmovedInput._entries`).
-ENTRY_TEXT = re.compile(r"self\.\w*dev")
+# Where a plain class keeps its device (`self.device`), or a move (a plain
+# function's model put on a device): the text a file needs for a parameter
+# met there (`UnmovedInput._entries`).
+ENTRY_TEXT = re.compile(r"self\.\w*dev|\.(?:to|cuda)\(")
 # Calls that read a tensor's data on the host: a value used this way after
 # the move would now fail, so such values are reported, not moved.
 HOST_READS = frozenset({"numpy"})
@@ -63,6 +64,13 @@ class UnmovedInput(Rule):
       tensor, meets a tensor or module on that device, there or in a helper
       it is passed to (`self.build_targets(p, targets)`): `targets =
       targets.to(self.device)` first in the method that takes it.
+    - a parameter of a plain module-level function, shown to be a tensor
+      (annotated `Tensor`, `x.size(0)`, `x.unsqueeze(0)`), that meets a
+      model the function puts on a device (`model = Net().to(device)`, a
+      caller's model moved there, a module-level model moved): `x =
+      x.to(device)` first in the function, right wherever the caller put it;
+      only for a function nothing else in the file names (a caller in the
+      file is followed through it, and moves what it passes).
     - the sibling of a moved argument: `model.generate(input_ids=ids.to(d),
       attention_mask=mask)` where both are read from one container (`ids =
       inputs["input_ids"]`, `mask = inputs.get("attention_mask")`) and the
@@ -118,7 +126,10 @@ class UnmovedInput(Rule):
     parameter, for `self`'s own calls and for anything in an `nn.Module`'s
     methods (their callers place their inputs); for a plain class's method
     parameter that no code shows is a tensor, or that a caller in the file
-    passes on from its own parameter (the caller moves it) or already moved.
+    passes on from its own parameter (the caller moves it) or already moved;
+    for a plain function's parameter likewise, and for a function named
+    anywhere else in the file, nested in another, or whose model is its
+    caller's and not moved there.
     Silent for `torch.tensor(x)` of a parameter (the caller's data, maybe
     already on the device: `torch.tensor` keeps a tensor where it is) or of a
     value the code shows is a tensor, and with `device=` given; for a dataset
@@ -198,6 +209,11 @@ class UnmovedInput(Rule):
         ),
         # an unknown iterator's batches, not shown to be tensors
         "import torch, torch.nn as nn\nfrom data import batches\nmodel = nn.Linear(4, 2).to('cuda')\nfor x in batches():\n    model(x)\n",
+        # a helper the file calls with what it moved: the caller owns the move
+        (
+            "import torch, torch.nn as nn\ndef predict(x: torch.Tensor, device):\n    model = nn.Linear(4, 2).to(device)\n    return model(x)\n"
+            "def main(device):\n    return predict(torch.ones(1, 4).to(device), device)\n"
+        ),
         # torch.tensor of the caller's data: it may be on the device already
         "import torch, torch.nn as nn\ndef act(obs, device):\n    policy = nn.Linear(4, 2).to(device)\n    return policy(torch.tensor(obs))\n",
         # an object made here and moved, called: a pipeline moves its own inputs
@@ -287,6 +303,11 @@ class UnmovedInput(Rule):
             "    enc = tokenizer(['a b'], return_tensors='pt')\n    return model(**enc)\n",
             "import torch\ndef embed(model, tokenizer, device):\n    model.to(device)\n    model.eval()\n"
             "    enc = tokenizer(['a b'], return_tensors='pt')\n    enc = enc.to(device)\n    return model(**enc)\n",
+        ),
+        # a plain function's tensor parameter, met on the model it builds on the device
+        Invalid(
+            "import torch, torch.nn as nn\ndef predict(x: torch.Tensor, device):\n    model = nn.Linear(4, 2).to(device)\n    return model(x)\n",
+            "import torch, torch.nn as nn\ndef predict(x: torch.Tensor, device):\n    x = x.to(device)\n    model = nn.Linear(4, 2).to(device)\n    return model(x)\n",
         ),
         # a plain class's method parameter, met on the class's own device in a helper
         Invalid(
