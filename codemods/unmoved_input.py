@@ -13,9 +13,10 @@ from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import ENCODING, HOST, What, ast_walk
 from fixdev.analysis.sibling_moves import sibling_moves
 
-# Where a plain class keeps its device (`self.device`): the text a file needs
-# for a method parameter met on it (`UnmovedInput._entries`).
-ENTRY_TEXT = re.compile(r"self\.\w*dev")
+# Where a plain class keeps its device (`self.device`), or a move (a plain
+# function's model put on a device): the text a file needs for a parameter
+# met there (`UnmovedInput._entries`).
+ENTRY_TEXT = re.compile(r"self\.\w*dev|\.(?:to|cuda)\(")
 # Calls that read a tensor's data on the host: a value used this way after
 # the move would now fail, so such values are reported, not moved.
 HOST_READS = frozenset({"numpy"})
@@ -44,13 +45,32 @@ class UnmovedInput(Rule):
     - a tensor from a call or an iterator the analysis does not see into
       (`for x, y in batches():`, `img = load_image(path)`), when the code
       shows it is one (`x.size(0)`, `y.unsqueeze(1)`, passed to a torch
-      operation);
+      operation); `torch.tensor(obs)` / `torch.as_tensor(obs)` of such data
+      (an environment's `reset()`/`step()`, a reader's rows: NumPy arrays or
+      lists) is one by construction, moved once made (`state =
+      state.to(device)`);
+    - an item of the file's own dataset read by hand (`x, y = ds[i]`, `sample
+      = ds[0]`), where `__getitem__` makes CPU tensors (`torch.from_numpy`),
+      moved as a loader's batch is;
+    - what meets a caller's model that the code moves and calls: `model =
+      model.to(device)` or `net.to(device)` of a parameter, then `model(x)`,
+      or `self.model = model.to(device)` in a plain class (`x.to(self.device)`
+      where the class keeps the device, else `x.to(next(self.model.parameters()).device)`:
+      a plain `nn.Module` has no `.device`); a tensor is not callable, so
+      what moves with `.to` and is called is a module;
     - a parameter of a plain class's method (a loss, a metric, a trainer:
       no `nn.Module`) that keeps its own device (`self.device =
       next(model.parameters()).device`), where the parameter, shown to be a
       tensor, meets a tensor or module on that device, there or in a helper
       it is passed to (`self.build_targets(p, targets)`): `targets =
       targets.to(self.device)` first in the method that takes it.
+    - a parameter of a plain module-level function, shown to be a tensor
+      (annotated `Tensor`, `x.size(0)`, `x.unsqueeze(0)`), that meets a
+      model the function puts on a device (`model = Net().to(device)`, a
+      caller's model moved there, a module-level model moved): `x =
+      x.to(device)` first in the function, right wherever the caller put it;
+      only for a function nothing else in the file names (a caller in the
+      file is followed through it, and moves what it passes).
     - the sibling of a moved argument: `model.generate(input_ids=ids.to(d),
       attention_mask=mask)` where both are read from one container (`ids =
       inputs["input_ids"]`, `mask = inputs.get("attention_mask")`) and the
@@ -106,7 +126,20 @@ class UnmovedInput(Rule):
     parameter, for `self`'s own calls and for anything in an `nn.Module`'s
     methods (their callers place their inputs); for a plain class's method
     parameter that no code shows is a tensor, or that a caller in the file
-    passes on from its own parameter (the caller moves it) or already moved.
+    passes on from its own parameter (the caller moves it) or already moved;
+    for a plain function's parameter likewise, and for a function named
+    anywhere else in the file, nested in another, or whose model is its
+    caller's and not moved there.
+    Silent for `torch.tensor(x)` of a parameter (the caller's data, maybe
+    already on the device: `torch.tensor` keeps a tensor where it is) or of a
+    value the code shows is a tensor, and with `device=` given; for a dataset
+    item when the class names a device or moves its tensors itself, or hands
+    back what its constructor was given; for an object made here by a call
+    the analysis does not see into and moved (`pipe =
+    Pipeline.from_pretrained(...).to(device)`: pipelines move their own
+    inputs), and for a caller's model bound to anything but its move
+    somewhere (`self.model = other` in another method) or moved only under a
+    flag.
     Silent for a sibling passed positionally or as another keyword (the
     `lengths` of a packed sequence stay on the CPU; a string or an option
     from the container has no `.to`), moved somewhere in the function, or
@@ -176,8 +209,43 @@ class UnmovedInput(Rule):
         ),
         # an unknown iterator's batches, not shown to be tensors
         "import torch, torch.nn as nn\nfrom data import batches\nmodel = nn.Linear(4, 2).to('cuda')\nfor x in batches():\n    model(x)\n",
+        # a helper the file calls with what it moved: the caller owns the move
+        (
+            "import torch, torch.nn as nn\ndef predict(x: torch.Tensor, device):\n    model = nn.Linear(4, 2).to(device)\n    return model(x)\n"
+            "def main(device):\n    return predict(torch.ones(1, 4).to(device), device)\n"
+        ),
+        # torch.tensor of the caller's data: it may be on the device already
+        "import torch, torch.nn as nn\ndef act(obs, device):\n    policy = nn.Linear(4, 2).to(device)\n    return policy(torch.tensor(obs))\n",
+        # an object made here and moved, called: a pipeline moves its own inputs
+        (
+            "import numpy as np, torch\nfrom painter import Pipeline\ndef paint(device):\n"
+            "    pipe = Pipeline.from_pretrained('p').to(device)\n    return pipe(image=torch.from_numpy(np.zeros(3)))\n"
+        ),
     ]
     INVALID = [
+        # a caller's model, moved here and called: a module
+        Invalid(
+            "import numpy as np, torch\ndef score(model, device):\n    model = model.to(device)\n"
+            "    x = torch.from_numpy(np.ones((2, 4), np.float32))\n    return model(x)\n",
+            "import numpy as np, torch\ndef score(model, device):\n    model = model.to(device)\n"
+            "    x = torch.from_numpy(np.ones((2, 4), np.float32))\n    x = x.to(device)\n    return model(x)\n",
+        ),
+        # torch.tensor of an environment's observation
+        Invalid(
+            "import torch, torch.nn as nn\ndef rollout(env, device):\n    policy = nn.Linear(4, 2).to(device)\n"
+            "    obs = env.reset()\n    state = torch.tensor(obs, dtype=torch.float32)\n    return policy(state)\n",
+            "import torch, torch.nn as nn\ndef rollout(env, device):\n    policy = nn.Linear(4, 2).to(device)\n"
+            "    obs = env.reset()\n    state = torch.tensor(obs, dtype=torch.float32)\n    state = state.to(device)\n    return policy(state)\n",
+        ),
+        # the file's dataset, indexed by hand
+        Invalid(
+            "import numpy as np, torch, torch.nn as nn\nclass Rows:\n    def __getitem__(self, i):\n"
+            "        return torch.from_numpy(np.ones(4, np.float32))\n"
+            "def score(device):\n    model = nn.Linear(4, 2).to(device)\n    row = Rows()[0]\n    return model(row)\n",
+            "import numpy as np, torch, torch.nn as nn\nclass Rows:\n    def __getitem__(self, i):\n"
+            "        return torch.from_numpy(np.ones(4, np.float32))\n"
+            "def score(device):\n    model = nn.Linear(4, 2).to(device)\n    row = Rows()[0]\n    row = row.to(device)\n    return model(row)\n",
+        ),
         # the sibling of a moved argument, from the same container
         Invalid(
             "def run(model, inputs, device):\n    ids = inputs['input_ids']\n    mask = inputs['attention_mask']\n"
@@ -235,6 +303,11 @@ class UnmovedInput(Rule):
             "    enc = tokenizer(['a b'], return_tensors='pt')\n    return model(**enc)\n",
             "import torch\ndef embed(model, tokenizer, device):\n    model.to(device)\n    model.eval()\n"
             "    enc = tokenizer(['a b'], return_tensors='pt')\n    enc = enc.to(device)\n    return model(**enc)\n",
+        ),
+        # a plain function's tensor parameter, met on the model it builds on the device
+        Invalid(
+            "import torch, torch.nn as nn\ndef predict(x: torch.Tensor, device):\n    model = nn.Linear(4, 2).to(device)\n    return model(x)\n",
+            "import torch, torch.nn as nn\ndef predict(x: torch.Tensor, device):\n    x = x.to(device)\n    model = nn.Linear(4, 2).to(device)\n    return model(x)\n",
         ),
         # a plain class's method parameter, met on the class's own device in a helper
         Invalid(

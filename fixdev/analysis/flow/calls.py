@@ -58,6 +58,8 @@ def _call(run, node: ast.Call, state: dict) -> Value:
         member = state.get(chain) if chain is not None else None
         if member is None and type(receiver.ref) is Instance:
             member = run.flow.classes.instance_attribute(run, receiver, func.attr, chain)
+        if member is not None and moved_and_called(run, member, chain):
+            member = called_module(member, chain, node)
         if member is not None and (member.what is What.MODULE or isinstance(member.ref, (ast.FunctionDef, ast.AsyncFunctionDef))):
             if run.record:
                 run.remember(func, member)
@@ -77,9 +79,37 @@ def _call(run, node: ast.Call, state: dict) -> Value:
         return construct(run, ref, node, state)
     if callee.what is What.MODULE:
         return call_module(run, callee, func, node, state)
+    if moved_and_called(run, callee, chain_of(func)):
+        return call_module(run, called_module(callee, chain_of(func), node), func, node, state)
     positional, keywords = run.arguments(node, state)
     forget_modules(run, positional, keywords, state)
     return UNKNOWN_VALUE
+
+
+def called_module(value: Value, chain: str, node: ast.Call) -> Value:
+    """``value`` as the module ``moved_and_called`` shows it is: a device
+    named through it (``self.model.device``, which a plain ``nn.Module`` does
+    not have) is named through its parameters."""
+    through = f"{chain}.device"
+    places = frozenset(
+        (Device(f"next({chain}.parameters()).device", p.home), o) if type(p) is Device and p.text == through else (p, o)
+        for p, o in value.places
+    )
+    return Value(What.MODULE, places, frozenset({node}))
+
+
+def moved_and_called(run, value: Value, chain: str | None) -> bool:
+    """``model(x)`` where ``model`` is a caller's object moved to a device
+    (``model = model.to(device)`` of a parameter, ``self.model =
+    model.to(device)`` in ``__init__``): a tensor is not callable, so what
+    moves with ``.to`` and is called is a module, on that device on every
+    path. Objects made here by calls the analysis does not see (a pipeline's
+    ``from_pretrained(...).to("cuda")``) are not taken for modules."""
+    if value.what is not What.UNKNOWN or value.ref is not None or chain is None or not value.places or value.places == UNKNOWN_PLACES:
+        return False
+    if kinds_of(value) != (False, True, False):
+        return False
+    return run.flow.classes.moved_parameter(run.scope, chain)
 
 
 def call_lambda(run, lam: ast.Lambda, node: ast.Call, state: dict) -> Value:
@@ -336,6 +366,43 @@ def loader(run, node: ast.Call, positional: list[Value], keywords: dict) -> Valu
     return host_loader()
 
 
+def e_subscript(run, node: ast.Subscript, state: dict) -> Value:
+    container = run.ev(node.value, state)
+    if type(container.ref) is Instance and container.ref.cls is not None and container.what is not What.MODULE and type(node.slice) is not ast.Slice:
+        item = dataset_item(run, container.ref.cls)
+        if item is not None:
+            return item
+    return expressions.subscript(run, container, node, state)
+
+
+def dataset_item(run, cls: ast.ClassDef) -> Value | None:
+    """``ds[i]`` of an instance of the file's class with ``__getitem__``
+    (a dataset read by hand, not through a loader): what ``__getitem__``
+    returns, its host tensors (``torch.from_numpy``) kept on the host and the
+    rest not known; None where the class moves or names a device itself."""
+    getitem = run.flow.classes.method_of(cls, "__getitem__")
+    if getitem is None or run.flow.mentions_device(cls):
+        return None
+    item = run.flow.returned(getitem)
+    if item is None:
+        return None
+    return host_item(item)
+
+
+def host_item(item: Value, depth: int = 0) -> Value:
+    """What a dataset item holds that is on the host on every path (a
+    tensor ``torch.from_numpy`` made), tuple and dict parts one by one; the
+    rest (a tensor that may be where a constructor argument is) not known."""
+    if item.what is What.TENSOR:
+        return Value(What.TENSOR, frozenset({(HOST, PENDING)})) if kinds_of(item) == (True, False, False) else UNKNOWN_VALUE
+    if isinstance(item.parts, Parts) and item.parts.items and depth < 2 and item.what is not What.LOADER:
+        items = tuple((key, host_item(part, depth + 1)) for key, part in item.parts.items)
+        parts = [part for _, part in items]
+        what = What.BATCH if all(p.what in (What.TENSOR, What.BATCH) for p in parts) else What.UNKNOWN
+        return Value(what, frozenset({(HOST, PENDING)}), Parts(join_all(parts), items))
+    return UNKNOWN_VALUE
+
+
 def collated(item: Value, default: bool, depth: int = 0) -> Value:
     """A loader's batch made from what ``item`` is: a dataset item through the
     default collate (``default``: tensors, arrays and numbers are stacked into
@@ -430,7 +497,7 @@ def discarded_move(run, node: ast.Call, state: dict) -> None:
         return
     receiver = run.load_target(receiver_node, state) if type(receiver_node) in (ast.Name, ast.Attribute) else UNKNOWN_VALUE
     if receiver.what is What.UNKNOWN and receiver.ref is None:
-        if run.flow.module_evidence(run.scope, chain):
+        if run.flow.module_evidence(run.scope, chain) or run.flow.classes.called_parameter(run.scope, chain):
             state[chain] = Value(What.MODULE, value.places, frozenset({node}))
         else:
             # moves a module in place, does nothing to a tensor: a caller passing a module sees it moved

@@ -107,6 +107,40 @@ class ClassFacts:
         result = self.flow.compute(("attrs", cls), make)
         return {} if result is None else result
 
+    def moved_parameter(self, scope, chain: str) -> bool:
+        """``chain`` (a name of the function ``scope``, or ``self.X`` of its
+        class) is bound only by moves of a parameter of the function binding
+        it: ``model = model.to(device)``, ``self.net = net.cuda()`` (in any
+        method of the class); never by anything else."""
+        if "." in chain:
+            root, _, attr = chain.partition(".")
+            if "." in attr or scope.cls is None or root != scope.self_name:
+                return False
+            owner, target = scope.cls, attr
+        else:
+            if scope.kind != "function":
+                return False
+            owner, target = scope.node, chain
+        key = ("moved-parameter", owner, target)
+        found = self.flow.cache.get(key)
+        if found is None:
+            found = _moved_parameter(owner, target)
+            self.flow.cache[key] = found
+        return found
+
+    def called_parameter(self, scope, chain: str) -> bool:
+        """``chain`` is a parameter of the function ``scope`` that it never
+        rebinds and calls (``model(x)``): with ``model.to(device)`` beside,
+        a module (a tensor is not callable)."""
+        if scope.kind != "function" or "." in chain:
+            return False
+        key = ("called-parameter", scope.node, chain)
+        found = self.flow.cache.get(key)
+        if found is None:
+            found = _called_parameter(scope.node, chain)
+            self.flow.cache[key] = found
+        return found
+
     def base_attributes(self, cls: ast.ClassDef) -> dict[str, Value]:
         result: dict[str, Value] = {}
         for base in self.flow.index.classes[cls].local_bases:
@@ -166,3 +200,66 @@ def naming(value: Value, chain: str | None) -> str | None:
     if value.what in (What.TENSOR, What.UNKNOWN):
         return f"{chain}.device"
     return None
+
+
+def _moved_parameter(owner: ast.AST, target: str) -> bool:
+    """In ``owner`` (a function for a name, a class for ``self.target``), every
+    binding of ``target`` is ``p.to(...)`` / ``p.cuda(...)`` of a parameter
+    ``p`` of the function holding the binding, and there is one at least."""
+    functions = [owner] if not isinstance(owner, ast.ClassDef) else [n for n in owner.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    seen = False
+    for function in functions:
+        args = function.args
+        params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+        self_name = args.args[0].arg if isinstance(owner, ast.ClassDef) and args.args else None
+        for node in ast.walk(function):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for sub in ast.walk(t):
+                        if _names(sub, target, self_name):
+                            if isinstance(node, ast.AugAssign) or len(targets) != 1 or sub is not t or not _moves_parameter(node.value, params - {self_name}):
+                                return False
+                            seen = True
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr, ast.Delete)) or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node is not function):
+                bound = [node.target] if isinstance(node, (ast.For, ast.AsyncFor, ast.NamedExpr)) else [i.optional_vars for i in getattr(node, "items", ()) if i.optional_vars is not None] if isinstance(node, (ast.With, ast.AsyncWith)) else list(getattr(node, "targets", ()))
+                if any(_names(sub, target, self_name) for b in bound for sub in ast.walk(b)):
+                    return False
+        if self_name is None and not isinstance(owner, ast.ClassDef) and target in params and not seen:
+            return False
+    return seen
+
+
+def _names(node: ast.AST, target: str, self_name: str | None) -> bool:
+    if self_name is None:
+        return isinstance(node, ast.Name) and node.id == target
+    return isinstance(node, ast.Attribute) and node.attr == target and isinstance(node.value, ast.Name) and node.value.id == self_name
+
+
+def _moves_parameter(value: ast.AST, params: set) -> bool:
+    """``p.to(...)``, ``p.cuda(...)`` of a parameter ``p``."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("to", "cuda")
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id in params
+        and not (value.func.attr == "to" and not value.args and not any(k.arg == "device" for k in value.keywords))
+    )
+
+
+def _called_parameter(function: ast.AST, name: str) -> bool:
+    args = function.args
+    if name not in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+        return False
+    called = False
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node is not function:
+            inner = node.args
+            if name in {a.arg for a in (*inner.posonlyargs, *inner.args, *inner.kwonlyargs)}:
+                return False
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+            called = True
+    return called

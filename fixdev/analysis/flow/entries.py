@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from dataclasses import dataclass
 
 from fixdev.analysis.flow.lattice import Device, SameAs, Value, What
@@ -37,6 +38,43 @@ def entry(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device
         return
     shown = name in run.flow.evidenced_tensors(run.scope)
     run.entries.append(Entry(name, kind, node, host_node, device_node, text, shown, function, function, host_node_arg(run, name)))
+
+
+def function_entry(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_node: ast.AST, device: Value) -> None:
+    """A parameter of a plain function (no method) shown to be a tensor,
+    meeting a model or tensor the function itself puts on a device (``model
+    = Net().to(device)`` there, or a module-level model moved): ``x.to(device)``
+    at the function's start is right wherever ``x`` lives. Only for a
+    function nothing else in the file names (a caller in the file is seen
+    through the function's summary, and moves or passes what it gives)."""
+    function = run.scope.node
+    if run.scope.cls is not None or type(function) not in (ast.FunctionDef, ast.AsyncFunctionDef) or run.scope.parent is None or run.scope.parent.kind != "module":
+        return
+    if device.what not in (What.TENSOR, What.MODULE) or len(device.places) != 1:
+        return
+    ((placement, _),) = device.places
+    if type(placement) is not Device or placement.text is None or not (placement.home is function or placement.home is None or placement.home is run.flow.tree):
+        return
+    text = run.flow.device_text(run.scope, device, device_node)
+    if text != placement.text:
+        return
+    params = {p.text for p, _ in host.places if type(p) is SameAs and p.home is function}
+    if len(params) != 1 or not all(type(p) is SameAs for p, _ in host.places):
+        return
+    name = params.pop()
+    arg = host_node_arg(run, name)
+    annotated = arg is not None and run.flow.annotation_what(arg.annotation, run.scope) is What.TENSOR
+    if not (annotated or name in run.flow.evidenced_tensors(run.scope, reads=False)) or _named_elsewhere(run.flow, function.name):
+        return
+    run.entries.append(Entry(name, kind, node, host_node, device_node, text, True, function, function, arg))
+
+
+def _named_elsewhere(flow, name: str) -> bool:
+    key = ("named-elsewhere", name)
+    found = flow.cache.get(key)
+    if found is None:
+        found = flow.cache[key] = len(re.findall(rf"\b{re.escape(name)}\b", flow.text or "")) != 1
+    return found
 
 
 def host_node_arg(run, name: str) -> ast.arg | None:
@@ -120,7 +158,7 @@ def entry_moves(flow) -> list:
     passed = set()
     runs = []
     for scope in flow.index.scopes.values():
-        if scope.kind != "function" or scope.cls is None:
+        if scope.kind != "function":
             continue
         for run in (flow.symbolic(scope), flow.cached_main(scope)):
             if run is not None:

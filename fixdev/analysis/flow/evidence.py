@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from fixdev.analysis.flow.lattice import HOST, UNKNOWN, Device, SameAs, Value, What, ZERO_DIM
+from fixdev.analysis.flow.lattice import HOST, UNKNOWN, UNKNOWN_PLACES, Device, SameAs, Value, What, ZERO_DIM
 from fixdev.analysis.flow.syntax import ast_statements, ast_walk, chain_of
 from fixdev.analysis.flow.vocabulary import (
     DATA_FACTORIES,
@@ -193,6 +193,7 @@ def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
     found = run.flow.cache.get(("unplaced", scope.node, name.id), False)
     if found is False:
         found = None
+        constructed = False  # torch.tensor(obs) of data from a call not seen into: a tensor, made by torch
         params = _parameter_names(scope.node) if scope.kind == "function" else set()
         for statement in ast_statements(scope.node.body, enter=lambda s: type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             kind = type(statement)
@@ -200,6 +201,9 @@ def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
                 targets, made = [statement.target], statement.iter
             elif kind is ast.Assign and len(statement.targets) == 1 and type(statement.value) in (ast.Call, ast.Subscript, ast.Await):
                 targets, made = statement.targets, statement.value
+                data = _constructed_from(run, scope, made)
+                if data is not None and type(statement.targets[0]) is ast.Name and statement.targets[0].id == name.id:
+                    constructed = True
                 if scope.self_name and _root_name(made) == scope.self_name:
                     continue  # self.encoder(x): the object's own work, where the object is
                 called = run.values.get(made.func) if type(made) is ast.Call else None
@@ -216,7 +220,7 @@ def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
                     if type(sub) is ast.Name and sub.id == name.id and type(sub.ctx) is ast.Store:
                         found = sub
         own = [s for s in scope.node.body if type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)]
-        if found is not None and not shows_tensor(run.flow, scope, own, name.id):
+        if found is not None and not constructed and not shows_tensor(run.flow, scope, own, name.id):
             found = None
         run.flow.cache[("unplaced", scope.node, name.id)] = found
     return found
@@ -229,6 +233,30 @@ def _fed_moved(run, call: ast.Call) -> bool:
         if value is not None and value.places and all(type(p) is Device for p, _ in value.places):
             return True
     return False
+
+
+# torch's constructors from data: a tensor where the data is (a tensor's own
+# device) or on the host (a list, an array, a number).
+DATA_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
+
+
+def _constructed_from(run, scope, value: ast.AST) -> ast.AST | None:
+    """The data of ``torch.tensor(obs, ...)`` (or ``torch.as_tensor``, with
+    tensor methods after it: ``.float().unsqueeze(0)``) when nothing shows
+    ``obs`` is a tensor (an environment's ``step``/``reset``, a reader's
+    result: an array or a list) and no device is given: the result is then a
+    tensor, on the host or where that data may already be."""
+    while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in TENSOR_METHODS:
+        value = value.func.value
+    if type(value) is not ast.Call or not value.args or any(k.arg == "device" for k in value.keywords) or type(value.args[0]) is ast.Starred:
+        return None
+    if run.flow.index.static_name(value.func, scope) not in DATA_CONSTRUCTORS:
+        return None
+    data = value.args[0]
+    known = run.values.get(data)
+    if known is None or known.what is not What.UNKNOWN or known.places != UNKNOWN_PLACES:
+        return None  # a tensor (its own device), a parameter's (the caller's), a value the analysis follows
+    return data
 
 
 def tensor_root(node: ast.AST) -> ast.Name | None:

@@ -349,7 +349,7 @@ _EXPRESSIONS = {
     ast.Constant: expressions.e_constant,
     ast.Name: expressions.e_name,
     ast.Attribute: expressions.e_attribute,
-    ast.Subscript: expressions.e_subscript,
+    ast.Subscript: calls.e_subscript,
     ast.Starred: expressions.e_starred,
     ast.Tuple: expressions.e_sequence,
     ast.List: expressions.e_sequence,

@@ -111,6 +111,8 @@ def meet(run, kind: str, node: ast.AST, host_node: ast.AST, host: Value, device_
             return True
     if run.record and run.cls_info is not None and not run.cls_info.is_module and host.places:
         entries.entry(run, kind, node, host_node, host, device_node, device)
+    elif run.record and run.cls_info is None and host.places and kind == "module-input":
+        entries.function_entry(run, kind, node, host_node, host, device_node, device)
     return False
 
 
