@@ -12,12 +12,70 @@ from fixdev.analysis import file_analysis as analysis
 from fixdev.analysis.flow import What
 
 KEPT_KEYWORDS = {"non_blocking", "memory_format"}
+# Tests that only say a GPU exists, not that the caller's tensors are on it.
+AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.backends.mps.is_available"})
+# A value moved again where it meets another is where that one is.
+MOVED_AGAIN = frozenset({"to", "type_as", "cpu", "cuda", "new_tensor"})
 # Factories whose values do not depend on where they are made: `.cuda()` on
 # one folds into its `device=` (made there at once, no host copy made first).
 # Random factories draw from the device's generator with `device=` (other
 # numbers for the same seed), and `as_tensor` may share an array's memory on
 # the CPU: those keep `.to(device)`.
 FOLDED_FACTORIES = frozenset(f"torch.{name}" for name in "zeros ones full empty arange eye linspace tensor".split())
+
+
+def _meets_a_parameter(flow, function, is_moved, after: int) -> str | None:
+    """The text of a parameter's expression (``x``, ``out["boxes"]``) that
+    meets the moved value in ``function`` (after offset ``after``): the two
+    sides of an arithmetic operation or comparison, or two arguments of a
+    torch function."""
+    args = function.args
+    own = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {"self", "cls"}
+    if not own:
+        return None
+
+    def rooted(node):
+        while type(node) in (ast.Subscript, ast.Attribute):
+            node = node.value
+        return type(node) is ast.Name and node.id in own
+
+    def holds_moved(node):
+        """The moved value itself, not moved again (``m.to(x.device)``)."""
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if type(current) is ast.Call and type(current.func) is ast.Attribute and current.func.attr in MOVED_AGAIN:
+                stack.extend(current.args)
+                continue
+            if is_moved(current):
+                return True
+            stack.extend(ast.iter_child_nodes(current))
+        return False
+
+    def shown(node):
+        """``x`` for ``x[i, :]`` (a tensor's index lives where it does); a
+        dict's entry stays whole (``out["boxes"]``)."""
+        while type(node) is ast.Subscript and not (type(node.slice) is ast.Constant and isinstance(node.slice.value, str)):
+            node = node.value
+        return ast.unparse(node)
+
+    for node in ast.walk(function):
+        kind = type(node)
+        if kind is ast.BinOp and type(node.op) not in (ast.Mod,):
+            sides = [node.left, node.right]
+        elif kind is ast.Compare:
+            sides = [node.left, *node.comparators]
+        elif kind is ast.Call and (flow.qualified_name(node.func) or "").startswith(("torch.", "torchvision.")):
+            sides = list(node.args)
+        else:
+            continue
+        if after >= 0 and flow.span(node)[0] < after:
+            continue
+        for side in sides:
+            for inner in ast.walk(side):
+                if rooted(inner) and type(inner) in (ast.Name, ast.Subscript) and any(holds_moved(other) for other in sides if other is not side):
+                    return shown(inner)
+    return None
 
 
 def _expects_an_error(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> bool:
@@ -104,7 +162,18 @@ class CudaCall(Rule):
     `from X import *` (the file does not bind it before the star import), may
     not be a tensor's method: silent.
     Inside `with self.assertRaises(...)` or `with pytest.raises(...)` the code
-    tests `.cuda()` itself: silent. Inside the body of an `if` that tests for
+    tests `.cuda()` itself: silent. One exception to the silence under a CUDA
+    test, reported without a fix: in a library (a module of a package, one
+    other files import, or one whose top level only defines things), `T =
+    T.cuda()` right under `if torch.cuda.is_available():` (the block moves
+    tensors only, no model), where `T` (a local, or a plain class's
+    `self.X` set in `__init__`) then meets a parameter of the function it
+    meets in (an arithmetic operation, a comparison, a torch function's
+    arguments), not moved again there (`T.to(x.device)`). A GPU being
+    there says nothing about where the caller's tensor is (a model kept on
+    the CPU on a GPU machine): the fix is to move `T` to that value's device
+    where they meet, which needs that value to be a tensor, so it is left to
+    the reader. Inside the body of an `if` that tests for
     CUDA (`if torch.cuda.is_available():`, `if args.cuda:`, `if use_gpu:`,
     `if train_on_gpu:`, `if torch.cuda.device_count() > 1:`, `if x.is_cuda:`,
     `if device.type == "cuda":`; any flag or name that says cuda or gpu, and
@@ -124,6 +193,10 @@ class CudaCall(Rule):
         return any(type(call.func) is ast.Attribute for call in analysis.calls_named(screening, "cuda"))
 
     VALID = [
+        # a script that moves its own tensors the same way
+        "import torch\nx = torch.ones(2)\nif torch.cuda.is_available():\n    x = x.cuda()\nprint(x + x)\n",
+        # moved again where it meets the caller's value
+        "import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out * t.to(out.device)\n",
         "import torch\ndef move(x, device):\n    \"\"\"Moves x, like x.cuda() would.\"\"\"\n    return x.to(device)  # not x.cuda()\n",
         "import torch\nx = x.to(device)\n",
         "import torch\nok = torch.cuda.is_available()\n",
@@ -135,6 +208,8 @@ class CudaCall(Rule):
         "import pytest\ndef test_cuda(m):\n    with pytest.raises(ValueError):\n        m.cuda()\n",
     ]
     INVALID = [
+        # a library's helper: "a GPU exists" is not where the caller's tensor is
+        Invalid("import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out * t\n", None),
         Invalid(
             "import torch\nmodel = Net().cuda()\n",
             'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = Net().to(device)\n',
@@ -176,7 +251,17 @@ class CudaCall(Rule):
         if _expects_an_error(analysis.of(self), node):
             return  # a test of .cuda() itself (assertRaises / pytest.raises)
         if analysis.cuda_guarded(analysis.of(self), node):
-            return  # `if args.cuda: model.cuda()` runs only where CUDA is meant to be
+            # `if args.cuda: model.cuda()` runs only where CUDA is meant to be;
+            # but "wherever there is a GPU" is not where a caller's tensor is
+            met = self._availability_meets_caller(node)
+            if met is not None:
+                moved, caller = met
+                self.report(
+                    node,
+                    f"`{moved}` goes to the GPU whenever one is available, but it meets `{caller}`, which lives wherever the caller put it:"
+                    f" move it to that value's device where they meet (`.to({caller}.device)`)",
+                )
+            return
         positional = [a for a in node.args if a.keyword is None]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if positional or not keywords <= KEPT_KEYWORDS:
@@ -202,6 +287,56 @@ class CudaCall(Rule):
             if analysis.what_of(self, receiver) is not What.MODULE:
                 edits.append(self.insert(self.span(node)[0], f"{self.code_of(receiver)} = "))
         self.report(node, fix=edits, fix_message=f"Use `.to({device})`")
+
+    def _availability_meets_caller(self, node: cst.Call) -> tuple[str, str] | None:
+        """``T = T.cuda()`` right under ``if torch.cuda.is_available():``, in a
+        library (its callers choose devices), where ``T`` (a local, or
+        ``self.X`` of a plain class, set in ``__init__``) later meets a
+        parameter of the function it meets in, in an arithmetic operation, a
+        comparison or a torch function's arguments: the (moved name, the
+        parameter's expression), else None."""
+        facts = analysis.of(self)
+        statement = self.parent(node)
+        if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 or statement.value is not node:
+            return None
+        target = statement.targets[0].target
+        receiver = self.code_of(node.func.value)
+        if self.code_of(target) != receiver:
+            return None
+        line = facts.parent(statement)
+        block = facts.parent(facts.parent(line)) if line is not None else None
+        if not (isinstance(block, cst.If) and isinstance(block.test, cst.Call) and self.qualified_names(block.test.func) & AVAILABILITY):
+            return None
+        # the guard moves tensors only: one that also moves a model places everything on purpose
+        for other in block.body.body:
+            moved = other.body[0] if isinstance(other, cst.SimpleStatementLine) and len(other.body) == 1 else None
+            if not (isinstance(moved, cst.Assign) and isinstance(moved.value, cst.Call) and isinstance(moved.value.func, cst.Attribute)):
+                return None
+            if analysis.what_of(self, moved.value.func.value) is not What.TENSOR:
+                return None
+        flow = analysis.flow_of(self)
+        if not flow.library_like():
+            return None
+        start = self.span(node)[0]
+        function = flow.function_at(start)
+        if function is None:
+            return None
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            cls = next((c for c in flow.index.classes if function in c.body), None)
+            if cls is None or flow.index.classes[cls].is_module or function.name != "__init__":
+                return None  # a module's own tensors follow the module: FDV103's
+            places = [m for m in cls.body if type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) and m is not function]
+            is_moved = lambda n: type(n) is ast.Attribute and n.attr == target.attr.value and type(n.value) is ast.Name and n.value.id == "self"  # noqa: E731
+        elif isinstance(target, cst.Name):
+            places = [function]
+            is_moved = lambda n: type(n) is ast.Name and n.id == receiver  # noqa: E731
+        else:
+            return None
+        for method in places:
+            found = _meets_a_parameter(flow, method, is_moved, after=start if method is function else -1)
+            if found is not None:
+                return receiver, found
+        return None
 
     def _folds(self, receiver: cst.BaseExpression) -> bool:
         """``torch.zeros(2)`` in ``torch.zeros(2).cuda()``: a factory whose values
