@@ -47,7 +47,12 @@ class DeviceStringCompare(Rule):
     Lightning or transformers module's `self.device`, or a name or function
     result that the device-flow analysis shows holds one of these on every
     path (`device = get_device()` where `get_device` returns
-    `torch.device(...)`). Also a parameter annotated with `torch.device`
+    `torch.device(...)`), or a field of a function's parameter
+    (`params["device"]`, `args.device`, read in place or through one name)
+    where the file is a script (its functions have no callers elsewhere),
+    every call of the function passes a name whose field the caller has set,
+    before the call, only ever to such a device (`params["device"] =
+    get_device()`). Also a parameter annotated with `torch.device`
     (alone or beside `str`), which may hold either. And
     `t.device == torch.device("cuda")`, a tensor's device compared with a
     device that names no index. It compares the device's type instead:
@@ -93,7 +98,10 @@ class DeviceStringCompare(Rule):
     ## When it stays silent
     Where the device side may be a string: a variable holding a string on
     some path (`device = "cuda" if ... else "cpu"`), a configuration value
-    (`args.device == "cuda"`), a parameter without a device annotation, a
+    (`args.device == "cuda"`, unless the field rule above holds: in a
+    library module, where a caller stores the field after the call or sets
+    it another way, `update()`s the dict, or where the function is also
+    passed on as a value, it does not), a parameter without a device annotation, a
     module's or a batch's own `.device` attribute (its class decides what it
     is), a `.device` of something not shown to be a tensor (NumPy >= 2 arrays
     have a `.device`, the string `"cpu"`), an annotated parameter tested
@@ -134,6 +142,10 @@ class DeviceStringCompare(Rule):
         # the annotation allows a string, and the comparison runs only on one
         "import torch\nfrom typing import Union\ndef f(device: Union[str, torch.device]):\n    if isinstance(device, str) and device == 'cpu':\n        return 1\n",
         "import torch\ndef f(device: str | torch.device):\n    if isinstance(device, str):\n        if device == 'cpu':\n            return 1\n",
+        # the field holds a string: right
+        "import torch\ndef train(p):\n    if p['device'] == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = 'cuda'\n    train(p)\nmain()\n",
+        # a library: other callers may pass a string
+        "import torch\ndef train(p):\n    if p['device'] == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\n",
         # a string on one path, a torch.device on the other
         "import torch\ndevice = torch.device('cuda') if flag else 'cpu'\nif device == 'cpu':\n    pass\n",
     ]
@@ -169,6 +181,11 @@ class DeviceStringCompare(Rule):
         Invalid(
             "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(2, 2)\n    def forward(self, x):\n        if 'cpu' == next(self.parameters()).device:\n            x = x.float()\n        return self.lin(x)\n",
             "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(2, 2)\n    def forward(self, x):\n        if 'cpu' == next(self.parameters()).device.type:\n            x = x.float()\n        return self.lin(x)\n",
+        ),
+        # a script's function, given a field every caller set to a torch.device
+        Invalid(
+            "import torch\ndef train(p):\n    device = p['device']\n    if device == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\nmain()\n",
+            "import torch\ndef train(p):\n    device = p['device']\n    if device.type == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\nmain()\n",
         ),
         Invalid("import torch\nx = torch.zeros(3)\nif x.device == 'gpu':\n    pass\n", None),
         Invalid("import torch\nx = torch.zeros(3)\nif x.device in ('cpu', 'cuda:1'):\n    pass\n", None),
@@ -323,7 +340,100 @@ def _device_object(flow, node: ast.expr) -> bool:
     value = flow.value(node)
     if value.what is What.DEVICE and value.ref == DEVICE_OBJECT:
         return True
-    return _tensor_parameter_device(flow, node)
+    return _tensor_parameter_device(flow, node) or _field_given_a_device(flow, node)
+
+
+def _field_given_a_device(flow, node: ast.expr) -> bool:
+    """``device = params["device"]`` (or ``params.device``, or the field read
+    in place) where ``params`` is a parameter of a function of a script (no
+    other file calls it), every call of that function in the file passes a
+    name for it, and each caller stores a ``torch.device`` in that field
+    before the call, on every store: what the field holds when read."""
+    if type(node) is ast.Name:
+        function = flow.function_at(flow.span(node)[0])
+        if function is None:
+            return False
+        bound = [
+            s for s in ast_walk(function)
+            if type(s) in (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr) and any(
+                type(t) is ast.Name and t.id == node.id and type(t.ctx) is ast.Store for t in ast_walk(s)
+            )
+        ]
+        if len(bound) != 1 or type(bound[0]) is not ast.Assign or len(bound[0].targets) != 1 or type(bound[0].targets[0]) is not ast.Name:
+            return False
+        if node.id in _parameters(function):
+            return False
+        node = bound[0].value
+    field = _field(node)
+    if field is None:
+        return False
+    holder, key = field
+    function = flow.function_at(flow.span(node)[0])
+    if function is None or type(function) is not ast.FunctionDef or function not in flow.tree.body or flow.library_like():
+        return False
+    arguments = [*function.args.posonlyargs, *function.args.args]
+    position = next((i for i, a in enumerate(arguments) if a.arg == holder), None)
+    if position is None or _rebinds(function, holder):
+        return False
+    for inner in ast_walk(function):
+        if type(inner) in (ast.Subscript, ast.Attribute) and type(inner.ctx) is not ast.Load and _field(inner) == (holder, key):
+            return False  # the function sets the field itself
+        if type(inner) is ast.Call and type(inner.func) is ast.Attribute and inner.func.attr in ("update", "setdefault") and type(inner.func.value) is ast.Name and inner.func.value.id == holder:
+            return False
+    calls, other_uses = [], 0
+    for inner in ast_walk(flow.tree):
+        if type(inner) is ast.Name and inner.id == function.name and type(inner.ctx) is ast.Load:
+            other_uses += 1
+        if type(inner) is ast.Call and type(inner.func) is ast.Name and inner.func.id == function.name:
+            calls.append(inner)
+    if not calls or other_uses != len(calls):
+        return False  # passed on as a value, or never called here: its callers are elsewhere
+    for call in calls:
+        given = call.args[position] if position < len(call.args) and not any(type(a) is ast.Starred for a in call.args[: position + 1]) else next(
+            (k.value for k in call.keywords if k.arg == holder), None
+        )
+        if type(given) is not ast.Name or not _stores_a_device(flow, call, given.id, key):
+            return False
+    return True
+
+
+def _field(node: ast.expr) -> tuple[str, str] | None:
+    """``(name, key)`` of ``name["key"]`` or ``name.key``."""
+    if type(node) is ast.Subscript and type(node.value) is ast.Name and type(node.slice) is ast.Constant and type(node.slice.value) is str:
+        return node.value.id, node.slice.value
+    if type(node) is ast.Attribute and type(node.value) is ast.Name:
+        return node.value.id, node.attr
+    return None
+
+
+def _stores_a_device(flow, call: ast.Call, name: str, key: str) -> bool:
+    """In the function (or module) holding ``call``, ``name``'s field ``key``
+    is stored before the call, only ever as a torch.device, and ``name`` is
+    not bound again after the first such store."""
+    scope = flow.function_at(flow.span(call)[0]) or flow.tree
+    stores, bound_after = [], False
+    for inner in ast_walk(scope):
+        if type(inner) is ast.Assign:
+            for target in inner.targets:
+                if _field(target) == (name, key):
+                    stores.append(inner)
+        elif type(inner) is ast.Call and type(inner.func) is ast.Attribute and inner.func.attr in ("update", "setdefault", "__setitem__") and type(inner.func.value) is ast.Name and inner.func.value.id == name:
+            return False  # filled some other way too
+        elif type(inner) in (ast.AugAssign, ast.AnnAssign, ast.Delete) and any(_field(t) == (name, key) for t in ast_walk(inner) if type(t) in (ast.Subscript, ast.Attribute)):
+            return False
+    if not stores or any((s.lineno, s.col_offset) > (call.lineno, call.col_offset) for s in stores):
+        return False
+    first = min((s.lineno, s.col_offset) for s in stores)
+    for inner in ast_walk(scope):
+        if type(inner) is ast.Name and inner.id == name and type(inner.ctx) is ast.Store and first < (inner.lineno, inner.col_offset) < (call.lineno, call.col_offset):
+            bound_after = True
+    if bound_after:
+        return False
+    for store in stores:
+        value = flow.value(store.value)
+        if not (value.what is What.DEVICE and value.ref == DEVICE_OBJECT):
+            return False
+    return True
 
 
 def _tensor_device(flow, node: ast.expr) -> bool:
