@@ -349,9 +349,10 @@ def _read_beside_a_move(cls: ast.ClassDef, moves: OwnMoves, name: str) -> bool:
         for statement in ast_statements(method.body):
             if type(statement) not in SIMPLE_STATEMENTS:
                 continue
-            read = {n.attr for n in ast_walk(statement) if _is_ast_self_attribute(n) and type(n.ctx) is ast.Load}
+            indices = {id(n) for sub in ast_walk(statement) if type(sub) is ast.Subscript for n in ast_walk(sub.slice)}
+            read = {n.attr for n in ast_walk(statement) if _is_ast_self_attribute(n) and type(n.ctx) is ast.Load and id(n) not in indices}
             if name in read and read & set(moves.moves):
-                return True
+                return True  # (a host index of a device tensor is fine: only reads outside an index count)
     return False
 
 

@@ -59,23 +59,54 @@ def _meets_a_parameter(flow, function, is_moved, after: int) -> str | None:
             node = node.value
         return ast.unparse(node)
 
+    arrays = _array_like_parameters(function, own)
     for node in ast.walk(function):
         kind = type(node)
+        given_to_torch = False
         if kind is ast.BinOp and type(node.op) not in (ast.Mod,):
             sides = [node.left, node.right]
         elif kind is ast.Compare:
             sides = [node.left, *node.comparators]
         elif kind is ast.Call and (flow.qualified_name(node.func) or "").startswith(("torch.", "torchvision.")):
-            sides = list(node.args)
+            sides, given_to_torch = list(node.args), True
         else:
             continue
         if after >= 0 and flow.span(node)[0] < after:
             continue
         for side in sides:
             for inner in ast.walk(side):
-                if rooted(inner) and type(inner) in (ast.Name, ast.Subscript) and any(holds_moved(other) for other in sides if other is not side):
+                if not (rooted(inner) and type(inner) in (ast.Name, ast.Subscript)):
+                    continue
+                if not (given_to_torch and inner is side) and _root_name(inner) not in arrays:
+                    continue  # maybe a number, which meets a tensor anywhere
+                if any(holds_moved(other) for other in sides if other is not side):
                     return shown(inner)
     return None
+
+
+# What only arrays and tensors have (a number meets a device tensor anywhere).
+ARRAY_ATTRIBUTES = frozenset("shape ndim dtype size dim reshape view sum mean softmax unsqueeze squeeze permute float numel device to detach cpu argmax max min".split())
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while type(node) in (ast.Subscript, ast.Attribute):
+        node = node.value
+    return node.id if type(node) is ast.Name else None
+
+
+def _array_like_parameters(function, own: set[str]) -> set[str]:
+    """Parameters ``function`` reads as arrays or tensors: an attribute only
+    those have (``x.shape``, ``x.softmax(...)``), or an index with a slice or
+    several axes (``x[:, 0]``)."""
+    found = set()
+    for node in ast.walk(function):
+        if type(node) is ast.Attribute and node.attr in ARRAY_ATTRIBUTES and type(node.value) is ast.Name and node.value.id in own:
+            found.add(node.value.id)
+        elif type(node) is ast.Subscript and type(node.value) is ast.Name and node.value.id in own:
+            index = node.slice
+            if type(index) is ast.Slice or (type(index) is ast.Tuple and any(type(e) is ast.Slice for e in index.elts)):
+                found.add(node.value.id)
+    return found
 
 
 def _expects_an_error(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> bool:
@@ -169,7 +200,10 @@ class CudaCall(Rule):
     tensors only, no model), where `T` (a local, or a plain class's
     `self.X` set in `__init__`) then meets a parameter of the function it
     meets in (an arithmetic operation, a comparison, a torch function's
-    arguments), not moved again there (`T.to(x.device)`). A GPU being
+    arguments), not moved again there (`T.to(x.device)`), a parameter that
+    function reads as an array or tensor (`x.shape`, `x.softmax()`,
+    `x[:, 0]`, or given to the torch function itself; a number meets a
+    tensor anywhere). A GPU being
     there says nothing about where the caller's tensor is (a model kept on
     the CPU on a GPU machine): the fix is to move `T` to that value's device
     where they meet, which needs that value to be a tensor, so it is left to
@@ -195,6 +229,8 @@ class CudaCall(Rule):
     VALID = [
         # a script that moves its own tensors the same way
         "import torch\nx = torch.ones(2)\nif torch.cuda.is_available():\n    x = x.cuda()\nprint(x + x)\n",
+        # it meets what may be a number (nothing shows an array)
+        "import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out * t\n",
         # moved again where it meets the caller's value
         "import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out * t.to(out.device)\n",
         "import torch\ndef move(x, device):\n    \"\"\"Moves x, like x.cuda() would.\"\"\"\n    return x.to(device)  # not x.cuda()\n",
@@ -209,7 +245,7 @@ class CudaCall(Rule):
     ]
     INVALID = [
         # a library's helper: "a GPU exists" is not where the caller's tensor is
-        Invalid("import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out * t\n", None),
+        Invalid("import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out[:, 0] * t\n", None),
         Invalid(
             "import torch\nmodel = Net().cuda()\n",
             'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = Net().to(device)\n',
