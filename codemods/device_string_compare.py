@@ -53,7 +53,9 @@ class DeviceStringCompare(Rule):
     every call of the function passes a name whose field the caller has set,
     before the call, only ever to such a device (`params["device"] =
     get_device()`). Also a parameter annotated with `torch.device`
-    (alone or beside `str`), which may hold either. And
+    (alone or beside `str`), which may hold either, and an attribute
+    (`self.device`) that `__init__` alone sets to such a parameter (not one
+    that also allows `None`: `torch.device(None)` raises). And
     `t.device == torch.device("cuda")`, a tensor's device compared with a
     device that names no index. It compares the device's type instead:
     `x.device.type == "cpu"`; against a string with an index (`"cuda:1"`),
@@ -146,6 +148,8 @@ class DeviceStringCompare(Rule):
         "import torch\ndef train(p):\n    if p['device'] == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = 'cuda'\n    train(p)\nmain()\n",
         # a library: other callers may pass a string
         "import torch\ndef train(p):\n    if p['device'] == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\n",
+        # an attribute annotated as a string only
+        "import torch\nclass R:\n    def __init__(self, device: str):\n        self.device = device\n    def f(self):\n        return self.device == 'cuda'\n",
         # a string on one path, a torch.device on the other
         "import torch\ndevice = torch.device('cuda') if flag else 'cpu'\nif device == 'cpu':\n    pass\n",
     ]
@@ -186,6 +190,11 @@ class DeviceStringCompare(Rule):
         Invalid(
             "import torch\ndef train(p):\n    device = p['device']\n    if device == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\nmain()\n",
             "import torch\ndef train(p):\n    device = p['device']\n    if device.type == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\nmain()\n",
+        ),
+        # an attribute set only in __init__ to a Union[str, torch.device] parameter
+        Invalid(
+            "import torch\nclass R:\n    def __init__(self, device: str | torch.device):\n        self.device = device\n    def f(self):\n        return self.device == 'cuda'\n",
+            "import torch\nclass R:\n    def __init__(self, device: str | torch.device):\n        self.device = device\n    def f(self):\n        return torch.device(self.device).type == 'cuda'\n",
         ),
         Invalid("import torch\nx = torch.zeros(3)\nif x.device == 'gpu':\n    pass\n", None),
         Invalid("import torch\nx = torch.zeros(3)\nif x.device in ('cpu', 'cuda:1'):\n    pass\n", None),
@@ -261,7 +270,7 @@ def _message(site: Site) -> str:
     if site.wrapped is not None:
         return f"A tensor's device on a GPU has an index (`cuda:0`) and never equals one without: this is always {always}"
     if site.maybe_string:
-        return f"A `torch.device` never equals a string: where this parameter holds one, this is always {always}"
+        return f"A `torch.device` never equals a string: where it holds one (a parameter, or an attribute set to one, annotated to allow a string), this is always {always}"
     return f"A `torch.device` never equals a string: this is always {always}"
 
 
@@ -302,7 +311,7 @@ def _sites(flow) -> list[Site]:
                 break
             if torch_names is None:
                 torch_names = _torch_names(flow.tree)
-            if _device_annotated_parameter(flow, device, torch_names):
+            if _device_annotated_parameter(flow, device, torch_names) or _device_annotated_attribute(flow, device, torch_names):
                 found.append(Site(node, device, strings, None, True))
                 break
     return sorted(found, key=lambda s: (s.compare.lineno, s.compare.col_offset))
@@ -484,20 +493,62 @@ def _device_annotated_parameter(flow, node: ast.expr, torch_names: tuple[set[str
     return any(_names_torch_device(part, torch_names) for part in _annotation_parts(arg.annotation))
 
 
-def _known_string(flow, node: ast.Name) -> bool:
+def _device_annotated_attribute(flow, node: ast.expr, torch_names: tuple[set[str], set[str]]) -> bool:
+    """``self.X`` that ``__init__`` alone sets, to a parameter annotated with
+    ``torch.device`` (maybe beside ``str``, not ``None``: ``torch.device(None)``
+    raises) that it does not rebind: it may hold a string or a device."""
+    if not (type(node) is ast.Attribute and type(node.value) is ast.Name):
+        return False
+    method = flow.function_at(flow.span(node)[0])
+    cls = next((c for c in flow.index.classes if method in c.body), None) if method is not None else None
+    if cls is None:
+        return False
+    positional = [*method.args.posonlyargs, *method.args.args]
+    if not positional or positional[0].arg != node.value.id or method.decorator_list:
+        return False
+    info = flow.index.classes[cls]
+    init = info.methods.get("__init__")
+    if init is None or info.stores.get(node.attr) != {"__init__"} or node.attr in info.methods:
+        return False
+    init_self = [*init.args.posonlyargs, *init.args.args]
+    if not init_self:
+        return False
+    stores = [
+        s for s in ast_walk(init)
+        if type(s) is ast.Assign and any(type(t) is ast.Attribute and t.attr == node.attr and type(t.value) is ast.Name and t.value.id == init_self[0].arg for t in s.targets)
+    ]
+    if len(stores) != 1 or len(stores[0].targets) != 1 or type(stores[0].value) is not ast.Name:
+        return False
+    arg = _parameters(init).get(stores[0].value.id)
+    if arg is None or arg.annotation is None or _rebinds(init, arg.arg):
+        return False
+    parts = _annotation_parts(arg.annotation)
+    if any(type(p) is ast.Constant and p.value is None for p in parts) or _mentions_optional(arg.annotation):
+        return False
+    if _known_string(flow, node):
+        return False
+    return any(_names_torch_device(part, torch_names) for part in parts)
+
+
+def _mentions_optional(annotation: ast.expr) -> bool:
+    return any((type(n) is ast.Name and n.id == "Optional") or (type(n) is ast.Attribute and n.attr == "Optional") for n in ast_walk(annotation))
+
+
+def _known_string(flow, node: ast.Name | ast.Attribute) -> bool:
     """The comparison runs only where ``isinstance(name, str)`` holds: in the
     body of an ``if`` (or conditional expression) testing it, or after it in an
     ``and``. There the string comparison is right."""
     parents = analysis.ast_parents(flow)
+    text = node.id if type(node) is ast.Name else ast.unparse(node)
     child, current = node, parents.get(node)
     while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        if type(current) in (ast.If, ast.IfExp) and child is not current.test and _tests_str(current.test, node.id):
+        if type(current) in (ast.If, ast.IfExp) and child is not current.test and _tests_str(current.test, text):
             in_body = child in current.body if type(current) is ast.If else child is current.body
             if in_body:
                 return True
         if type(current) is ast.BoolOp and type(current.op) is ast.And:
             earlier = current.values[: current.values.index(child)] if child in current.values else []
-            if any(_tests_str(value, node.id) for value in earlier):
+            if any(_tests_str(value, text) for value in earlier):
                 return True
         child, current = current, parents.get(current)
     return False
@@ -511,7 +562,8 @@ def _tests_str(test: ast.expr, name: str) -> bool:
         return False
     target, kinds = test.args
     kinds = kinds.elts if type(kinds) is ast.Tuple else [kinds]
-    return type(target) is ast.Name and target.id == name and any(type(k) is ast.Name and k.id == "str" for k in kinds)
+    named = target.id == name if type(target) is ast.Name else type(target) is ast.Attribute and ast.unparse(target) == name
+    return named and any(type(k) is ast.Name and k.id == "str" for k in kinds)
 
 
 def _parameters(function) -> dict[str, ast.arg]:
