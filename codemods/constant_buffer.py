@@ -7,11 +7,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from fixdev.engine.rule import Invalid, Option, Rule
+from fixdev.engine.rule import Edit, Invalid, Option, Rule
 
 from fixdev.analysis import file_analysis as analysis
 from fixdev.analysis.file_analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
-from fixdev.analysis.flow import What, ast_statements, ast_walk
+from fixdev.analysis.flow import OwnMoves, What, ast_statements, ast_walk, own_moves
 
 # The legacy CPU constructors (`torch.Tensor(n)`, `torch.FloatTensor(data)`)
 # make plain tensors as the factories do.
@@ -19,6 +19,8 @@ LEGACY_NAMES = frozenset("Tensor FloatTensor DoubleTensor HalfTensor BFloat16Ten
 CONSTRUCTORS = TENSOR_FACTORIES | {f"torch.{name}" for name in LEGACY_NAMES}
 CONSTRUCTOR_NAMES = FACTORY_NAMES | LEGACY_NAMES
 # Values a buffer must not stand in for: they register themselves (and move).
+# Statements read whole for what they combine (a compound one's body is read statement by statement).
+SIMPLE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)
 NOT_PLAIN_TENSORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
 
 
@@ -36,6 +38,15 @@ class ConstantBuffer(Rule):
     becomes
     `self.register_buffer("NAME", None, persistent=False)`, and the later
     assignments fill the buffer, which then follows `.to(device)`.
+
+    A class with its own `to(self, device)` that moves tensors one by one
+    (`self.a = self.a.to(device)`, all passing the method's own arguments)
+    has chosen how its tensors follow it: there, a tensor the class makes and
+    that `to` forgets gets the same move, after the last one
+    (`self.noise = self.noise.to(device)`), reported at `to`'s moves. This
+    holds for plain classes too (a rollout store, a sampler), which have no
+    buffers: there the forgotten tensor must also be read, in some method,
+    in one statement with a tensor `to` moves.
 
     ## Why is this bad?
     A tensor stored as a plain attribute is invisible to `model.to(device)` and
@@ -64,7 +75,11 @@ class ConstantBuffer(Rule):
     checkpoints then miss the key). Float buffers now follow `.half()` and
     `.double()` casts of the module, as parameters do. So the fix is unsafe
     (applied with `--unsafe-fixes`): a module cast to half precision now casts
-    the constant too.
+    the constant too. The move added to a class's own `to` keeps state dicts
+    as they are and passes what the other moves pass (a dtype given to
+    `to` casts the tensor as it casts its siblings); it is unsafe too, as
+    code holding the old tensor no longer sees the one the class keeps, and
+    `.cuda()` on a module still skips the override.
 
     ## When it stays silent
     When `NAME` is set anywhere else in the class to anything that is not
@@ -78,6 +93,11 @@ class ConstantBuffer(Rule):
     `super().__init__()` (or there is no such call); when the class is a
     `Dataset` or another non-module (it has no `register_buffer`); when the
     tensor has `requires_grad=True` (it was probably meant as a parameter).
+    For a tensor the class's own `to` moves already; in a plain class, for
+    one that no method reads beside a tensor `to` moves (a host-side counter
+    kept there on purpose), and wherever `to` moves to a place it does not
+    take from its arguments (`self.a.to(self.device)`) or has no such moves;
+    a plain class without its own `to` (its callers place its tensors).
     """
 
     code = "FDV103"
@@ -129,8 +149,27 @@ class ConstantBuffer(Rule):
         "import torch, torch.nn as nn\nfrom base import Base\nclass M(Base):\n    def __init__(self):\n        super().__init__()\n        self.scale = torch.ones(3)\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, bias):\n        super().__init__()\n        if bias:\n            self.b = nn.Parameter(torch.zeros(3))\n        else:\n            self.b = None\n",
         "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.n = n\n        self.c = compute(n)\n",
+        # the class's own `to` moves it
+        "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.c = torch.ones(3)\n    def to(self, device):\n        self.c = self.c.to(device)\n        return super().to(device)\n",
+        # a plain class: the counts are never read beside what `to` moves
+        "import torch\nclass S:\n    def __init__(self):\n        self.v = torch.zeros(3)\n        self.n = torch.zeros(3)\n    def to(self, device):\n        self.v = self.v.to(device)\n    def counts(self):\n        return self.n.tolist()\n",
+        # a plain class without its own `to`
+        "import torch\nclass S:\n    def __init__(self):\n        self.v = torch.zeros(3)\n        self.n = torch.zeros(3)\n    def total(self):\n        return self.v + self.n\n",
     ]
     INVALID = [
+        # the class's own `to` forgets one of its tensors
+        Invalid(
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.scale = torch.ones(n)\n        self.noise = torch.Tensor(n)\n"
+            "    def to(self, device):\n        self.scale = self.scale.to(device)\n        return super().to(device)\n",
+            "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.scale = torch.ones(n)\n        self.noise = torch.Tensor(n)\n"
+            "    def to(self, device):\n        self.scale = self.scale.to(device)\n        self.noise = self.noise.to(device)\n        return super().to(device)\n",
+        ),
+        Invalid(
+            "import torch\nclass Store:\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n        self.m = torch.ones(n)\n"
+            "    def to(self, device):\n        self.r = self.r.to(device)\n    def masked(self):\n        return self.r * self.m\n",
+            "import torch\nclass Store:\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n        self.m = torch.ones(n)\n"
+            "    def to(self, device):\n        self.r = self.r.to(device)\n        self.m = self.m.to(device)\n    def masked(self):\n        return self.r * self.m\n",
+        ),
         # a legacy CPU constructor makes a plain tensor too
         Invalid(
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.noise = torch.Tensor(n)\n",
@@ -170,12 +209,16 @@ class ConstantBuffer(Rule):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         facts = analysis.of(self)
-        if node not in facts.module_classes:
+        is_module = node in facts.module_classes
+        tree_class = self._ast_class(node)
+        moves = own_moves(tree_class) if tree_class is not None else None
+        if not is_module and moves is None:
             return
         init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
         if init is None:
             return
-        super_end = self._super_init_end(init)
+        # a plain class that moves itself (its own `to`) has no super().__init__() to wait for
+        super_end = self._super_init_end(init) if is_module else facts.start(init)
         if super_end is None:
             return
         assignments = _assignments(facts, node)
@@ -187,12 +230,52 @@ class ConstantBuffer(Rule):
                 name = statement.targets[0].target.attr.value
                 if method is not init and name in in_init:
                     continue  # __init__'s own assignment is the one to register
+                if moves is not None and name in moves.moves:
+                    continue  # the class's own `to` moves it
+                if not is_module and (_is_name(statement.value, "None") or not _read_beside_a_move(tree_class, moves, name)):
+                    continue
                 if self._stays_a_tensor(statement, assignments.get(name, [])) and (
                     not _is_name(statement.value, "None") or _forward_reads(node, name)
                 ):
+                    if moves is not None:
+                        self._report_missing_move(statement, name, moves)
+                        continue
                     persistent = "" if self.settings["persistent"] else ", persistent=False"
                     replacement = f'self.register_buffer("{name}", {self.code_of(statement.value)}{persistent})'
                     self.report(statement, fix=[self.replace(statement, replacement)], fix_message=f"Register `{name}` as a buffer")
+
+    def _ast_class(self, node: cst.ClassDef) -> ast.ClassDef | None:
+        """The flow's class statement for ``node``."""
+        flow = analysis.flow_of(self)
+        name_start = self.span(node.name)[0]
+        for candidate in flow.index.classes:
+            start, end = flow.span(candidate)
+            if candidate.name == node.name.value and start <= name_start < end:
+                return candidate
+        return None
+
+    def _report_missing_move(self, statement: cst.Assign, name: str, moves: OwnMoves) -> None:
+        """``to`` moves the class's other tensors one by one and forgets this
+        one: move it there too, after the last move, with the same arguments
+        (a buffer would follow ``super().to(...)`` as well, but the class has
+        chosen its own way, and this keeps state dicts as they are)."""
+        flow = analysis.flow_of(self)
+        text = self.context.text
+        statements = sorted(moves.moves.values(), key=lambda s: (s.lineno, s.col_offset))
+        first, last = flow.span(statements[0])[0], flow.span(statements[-1])[1]
+        line_end = text.find("\n", last)
+        line_end = len(text) if line_end < 0 else line_end
+        rest = text[last:line_end].strip()
+        line_start = text.rfind("\n", 0, flow.span(statements[-1])[0]) + 1
+        indent = text[line_start : flow.span(statements[-1])[0]]
+        owner = statements[-1].targets[0].value.id
+        listed = ", ".join(f"`{moved}`" for moved in moves.moves)
+        message = f"`{moves.method.name}()` moves {listed} but not `{name}`, a tensor this class makes: it stays where it was made"
+        fix = []
+        if (not rest or rest.startswith("#")) and not indent.strip():
+            content = f"\n{indent}{owner}.{name} = {owner}.{name}.{moves.method.name}({moves.arguments})"
+            fix = [Edit(line_end, line_end, content)]
+        self.report_at(first, last, message, fix=fix, fix_message=f"Move `{name}` in `{moves.method.name}()` too", origins=[self.span(statement)])
 
     def _stays_a_tensor(self, statement: cst.Assign, assignments: list) -> bool:
         """``self.NAME = <constant tensor or None>`` where every other statement
@@ -254,6 +337,23 @@ class ConstantBuffer(Rule):
 
 def _is_ast_self_attribute(node: ast.expr) -> bool:
     return type(node) is ast.Attribute and type(node.value) is ast.Name and node.value.id == "self"
+
+
+def _read_beside_a_move(cls: ast.ClassDef, moves: OwnMoves, name: str) -> bool:
+    """A method of a plain class reads ``self.NAME`` in one statement with an
+    attribute its ``to`` moves: the two are meant to live together (one kept
+    on the host on purpose is not read beside the moved ones)."""
+    for method in cls.body:
+        if type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef) or method.name == "__init__" or method is moves.method:
+            continue
+        for statement in ast_statements(method.body):
+            if type(statement) not in SIMPLE_STATEMENTS:
+                continue
+            indices = {id(n) for sub in ast_walk(statement) if type(sub) is ast.Subscript for n in ast_walk(sub.slice)}
+            read = {n.attr for n in ast_walk(statement) if _is_ast_self_attribute(n) and type(n.ctx) is ast.Load and id(n) not in indices}
+            if name in read and read & set(moves.moves):
+                return True  # (a host index of a device tensor is fine: only reads outside an index count)
+    return False
 
 
 def _made_by_a_factory(value: ast.expr) -> bool:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from fixdev.engine.rule import Edit, Invalid, Rule
 
-from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis import availability, file_analysis as analysis
 from fixdev.analysis.flow import What
 
 KEPT_KEYWORDS = {"non_blocking", "memory_format"}
@@ -106,7 +106,21 @@ class CudaCall(Rule):
     `from X import *` (the file does not bind it before the star import), may
     not be a tensor's method: silent.
     Inside `with self.assertRaises(...)` or `with pytest.raises(...)` the code
-    tests `.cuda()` itself: silent. Inside the body of an `if` that tests for
+    tests `.cuda()` itself: silent. One exception to the silence under a CUDA
+    test, reported without a fix: in a library (a module of a package, one
+    other files import, or one whose top level only defines things), `T =
+    T.cuda()` right under `if torch.cuda.is_available():` (the block moves
+    tensors only, no model), where `T` (a local, or a plain class's
+    `self.X` set in `__init__`) then meets a parameter of the function it
+    meets in (an arithmetic operation, a comparison, a torch function's
+    arguments), not moved again there (`T.to(x.device)`), a parameter that
+    function reads as an array or tensor (`x.shape`, `x.softmax()`,
+    `x[:, 0]`, or given to the torch function itself; a number meets a
+    tensor anywhere). A GPU being
+    there says nothing about where the caller's tensor is (a model kept on
+    the CPU on a GPU machine): the fix is to move `T` to that value's device
+    where they meet, which needs that value to be a tensor, so it is left to
+    the reader. Inside the body of an `if` that tests for
     CUDA (`if torch.cuda.is_available():`, `if args.cuda:`, `if use_gpu:`,
     `if train_on_gpu:`, `if torch.cuda.device_count() > 1:`, `if x.is_cuda:`,
     `if device.type == "cuda":`; any flag or name that says cuda or gpu, and
@@ -126,6 +140,12 @@ class CudaCall(Rule):
         return any(type(call.func) is ast.Attribute for call in analysis.calls_named(screening, "cuda"))
 
     VALID = [
+        # a script that moves its own tensors the same way
+        "import torch\nx = torch.ones(2)\nif torch.cuda.is_available():\n    x = x.cuda()\nprint(x + x)\n",
+        # it meets what may be a number (nothing shows an array)
+        "import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out * t\n",
+        # moved again where it meets the caller's value
+        "import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out * t.to(out.device)\n",
         "import torch\ndef move(x, device):\n    \"\"\"Moves x, like x.cuda() would.\"\"\"\n    return x.to(device)  # not x.cuda()\n",
         "import torch\nx = x.to(device)\n",
         "import torch\nok = torch.cuda.is_available()\n",
@@ -137,6 +157,8 @@ class CudaCall(Rule):
         "import pytest\ndef test_cuda(m):\n    with pytest.raises(ValueError):\n        m.cuda()\n",
     ]
     INVALID = [
+        # a library's helper: "a GPU exists" is not where the caller's tensor is
+        Invalid("import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out[:, 0] * t\n", None),
         Invalid(
             "import torch\nmodel = Net().cuda()\n",
             'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = Net().to(device)\n',
@@ -178,7 +200,12 @@ class CudaCall(Rule):
         if _expects_an_error(analysis.of(self), node):
             return  # a test of .cuda() itself (assertRaises / pytest.raises)
         if analysis.cuda_guarded(analysis.of(self), node):
-            return  # `if args.cuda: model.cuda()` runs only where CUDA is meant to be
+            # `if args.cuda: model.cuda()` runs only where CUDA is meant to be;
+            # but "wherever there is a GPU" is not where a caller's tensor is
+            met = availability.meets_a_caller(self, node, node.func.value)
+            if met is not None:
+                self.report(node, availability.message(*met))
+            return
         positional = [a for a in node.args if a.keyword is None]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if positional or not keywords <= KEPT_KEYWORDS:

@@ -48,8 +48,15 @@ class DeviceStringCompare(Rule):
     Lightning or transformers module's `self.device`, or a name or function
     result that the device-flow analysis shows holds one of these on every
     path (`device = get_device()` where `get_device` returns
-    `torch.device(...)`). Also a parameter annotated with `torch.device`
-    (alone or beside `str`), which may hold either. And
+    `torch.device(...)`), or a field of a function's parameter
+    (`params["device"]`, `args.device`, read in place or through one name)
+    where the file is a script (its functions have no callers elsewhere),
+    every call of the function passes a name whose field the caller has set,
+    before the call, only ever to such a device (`params["device"] =
+    get_device()`). Also a parameter annotated with `torch.device`
+    (alone or beside `str`), which may hold either, and an attribute
+    (`self.device`) that `__init__` alone sets to such a parameter (not one
+    that also allows `None`: `torch.device(None)` raises). And
     `t.device == torch.device("cuda")`, a tensor's device compared with a
     device that names no index. It compares the device's type instead:
     `x.device.type == "cpu"`; against a string with an index (`"cuda:1"`),
@@ -94,7 +101,10 @@ class DeviceStringCompare(Rule):
     ## When it stays silent
     Where the device side may be a string: a variable holding a string on
     some path (`device = "cuda" if ... else "cpu"`), a configuration value
-    (`args.device == "cuda"`), a parameter without a device annotation, a
+    (`args.device == "cuda"`, unless the field rule above holds: in a
+    library module, where a caller stores the field after the call or sets
+    it another way, `update()`s the dict, or where the function is also
+    passed on as a value, it does not), a parameter without a device annotation, a
     module's or a batch's own `.device` attribute (its class decides what it
     is), a `.device` of something not shown to be a tensor (NumPy >= 2 arrays
     have a `.device`, the string `"cpu"`), an annotated parameter tested
@@ -135,6 +145,12 @@ class DeviceStringCompare(Rule):
         # the annotation allows a string, and the comparison runs only on one
         "import torch\nfrom typing import Union\ndef f(device: Union[str, torch.device]):\n    if isinstance(device, str) and device == 'cpu':\n        return 1\n",
         "import torch\ndef f(device: str | torch.device):\n    if isinstance(device, str):\n        if device == 'cpu':\n            return 1\n",
+        # the field holds a string: right
+        "import torch\ndef train(p):\n    if p['device'] == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = 'cuda'\n    train(p)\nmain()\n",
+        # a library: other callers may pass a string
+        "import torch\ndef train(p):\n    if p['device'] == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\n",
+        # an attribute annotated as a string only
+        "import torch\nclass R:\n    def __init__(self, device: str):\n        self.device = device\n    def f(self):\n        return self.device == 'cuda'\n",
         # a string on one path, a torch.device on the other
         "import torch\ndevice = torch.device('cuda') if flag else 'cpu'\nif device == 'cpu':\n    pass\n",
     ]
@@ -170,6 +186,16 @@ class DeviceStringCompare(Rule):
         Invalid(
             "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(2, 2)\n    def forward(self, x):\n        if 'cpu' == next(self.parameters()).device:\n            x = x.float()\n        return self.lin(x)\n",
             "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(2, 2)\n    def forward(self, x):\n        if 'cpu' == next(self.parameters()).device.type:\n            x = x.float()\n        return self.lin(x)\n",
+        ),
+        # a script's function, given a field every caller set to a torch.device
+        Invalid(
+            "import torch\ndef train(p):\n    device = p['device']\n    if device == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\nmain()\n",
+            "import torch\ndef train(p):\n    device = p['device']\n    if device.type == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\nmain()\n",
+        ),
+        # an attribute set only in __init__ to a Union[str, torch.device] parameter
+        Invalid(
+            "import torch\nclass R:\n    def __init__(self, device: str | torch.device):\n        self.device = device\n    def f(self):\n        return self.device == 'cuda'\n",
+            "import torch\nclass R:\n    def __init__(self, device: str | torch.device):\n        self.device = device\n    def f(self):\n        return torch.device(self.device).type == 'cuda'\n",
         ),
         Invalid("import torch\nx = torch.zeros(3)\nif x.device == 'gpu':\n    pass\n", None),
         Invalid("import torch\nx = torch.zeros(3)\nif x.device in ('cpu', 'cuda:1'):\n    pass\n", None),
@@ -245,7 +271,7 @@ def _message(site: Site) -> str:
     if site.wrapped is not None:
         return f"A tensor's device on a GPU has an index (`cuda:0`) and never equals one without: this is always {always}"
     if site.maybe_string:
-        return f"A `torch.device` never equals a string: where this parameter holds one, this is always {always}"
+        return f"A `torch.device` never equals a string: where it holds one (a parameter, or an attribute set to one, annotated to allow a string), this is always {always}"
     return f"A `torch.device` never equals a string: this is always {always}"
 
 
@@ -284,7 +310,7 @@ def _sites(flow) -> list[Site]:
                 break
             if torch_names is None:
                 torch_names = _torch_names(flow.tree)
-            if _device_annotated_parameter(flow, device, torch_names):
+            if _device_annotated_parameter(flow, device, torch_names) or _device_annotated_attribute(flow, device, torch_names):
                 found.append(Site(node, device, strings, None, True))
                 break
     return sorted(found, key=lambda s: (s.compare.lineno, s.compare.col_offset))
@@ -322,7 +348,100 @@ def _device_object(flow, node: ast.expr) -> bool:
     value = flow.value(node)
     if value.what is What.DEVICE and value.ref == DEVICE_OBJECT:
         return True
-    return _tensor_parameter_device(flow, node)
+    return _tensor_parameter_device(flow, node) or _field_given_a_device(flow, node)
+
+
+def _field_given_a_device(flow, node: ast.expr) -> bool:
+    """``device = params["device"]`` (or ``params.device``, or the field read
+    in place) where ``params`` is a parameter of a function of a script (no
+    other file calls it), every call of that function in the file passes a
+    name for it, and each caller stores a ``torch.device`` in that field
+    before the call, on every store: what the field holds when read."""
+    if type(node) is ast.Name:
+        function = flow.function_at(flow.span(node)[0])
+        if function is None:
+            return False
+        bound = [
+            s for s in ast_walk(function)
+            if type(s) in (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr) and any(
+                type(t) is ast.Name and t.id == node.id and type(t.ctx) is ast.Store for t in ast_walk(s)
+            )
+        ]
+        if len(bound) != 1 or type(bound[0]) is not ast.Assign or len(bound[0].targets) != 1 or type(bound[0].targets[0]) is not ast.Name:
+            return False
+        if node.id in _parameters(function):
+            return False
+        node = bound[0].value
+    field = _field(node)
+    if field is None:
+        return False
+    holder, key = field
+    function = flow.function_at(flow.span(node)[0])
+    if function is None or type(function) is not ast.FunctionDef or function not in flow.tree.body or flow.library_like():
+        return False
+    arguments = [*function.args.posonlyargs, *function.args.args]
+    position = next((i for i, a in enumerate(arguments) if a.arg == holder), None)
+    if position is None or _rebinds(function, holder):
+        return False
+    for inner in ast_walk(function):
+        if type(inner) in (ast.Subscript, ast.Attribute) and type(inner.ctx) is not ast.Load and _field(inner) == (holder, key):
+            return False  # the function sets the field itself
+        if type(inner) is ast.Call and type(inner.func) is ast.Attribute and inner.func.attr in ("update", "setdefault") and type(inner.func.value) is ast.Name and inner.func.value.id == holder:
+            return False
+    calls, other_uses = [], 0
+    for inner in ast_walk(flow.tree):
+        if type(inner) is ast.Name and inner.id == function.name and type(inner.ctx) is ast.Load:
+            other_uses += 1
+        if type(inner) is ast.Call and type(inner.func) is ast.Name and inner.func.id == function.name:
+            calls.append(inner)
+    if not calls or other_uses != len(calls):
+        return False  # passed on as a value, or never called here: its callers are elsewhere
+    for call in calls:
+        given = call.args[position] if position < len(call.args) and not any(type(a) is ast.Starred for a in call.args[: position + 1]) else next(
+            (k.value for k in call.keywords if k.arg == holder), None
+        )
+        if type(given) is not ast.Name or not _stores_a_device(flow, call, given.id, key):
+            return False
+    return True
+
+
+def _field(node: ast.expr) -> tuple[str, str] | None:
+    """``(name, key)`` of ``name["key"]`` or ``name.key``."""
+    if type(node) is ast.Subscript and type(node.value) is ast.Name and type(node.slice) is ast.Constant and type(node.slice.value) is str:
+        return node.value.id, node.slice.value
+    if type(node) is ast.Attribute and type(node.value) is ast.Name:
+        return node.value.id, node.attr
+    return None
+
+
+def _stores_a_device(flow, call: ast.Call, name: str, key: str) -> bool:
+    """In the function (or module) holding ``call``, ``name``'s field ``key``
+    is stored before the call, only ever as a torch.device, and ``name`` is
+    not bound again after the first such store."""
+    scope = flow.function_at(flow.span(call)[0]) or flow.tree
+    stores, bound_after = [], False
+    for inner in ast_walk(scope):
+        if type(inner) is ast.Assign:
+            for target in inner.targets:
+                if _field(target) == (name, key):
+                    stores.append(inner)
+        elif type(inner) is ast.Call and type(inner.func) is ast.Attribute and inner.func.attr in ("update", "setdefault", "__setitem__") and type(inner.func.value) is ast.Name and inner.func.value.id == name:
+            return False  # filled some other way too
+        elif type(inner) in (ast.AugAssign, ast.AnnAssign, ast.Delete) and any(_field(t) == (name, key) for t in ast_walk(inner) if type(t) in (ast.Subscript, ast.Attribute)):
+            return False
+    if not stores or any((s.lineno, s.col_offset) > (call.lineno, call.col_offset) for s in stores):
+        return False
+    first = min((s.lineno, s.col_offset) for s in stores)
+    for inner in ast_walk(scope):
+        if type(inner) is ast.Name and inner.id == name and type(inner.ctx) is ast.Store and first < (inner.lineno, inner.col_offset) < (call.lineno, call.col_offset):
+            bound_after = True
+    if bound_after:
+        return False
+    for store in stores:
+        value = flow.value(store.value)
+        if not (value.what is What.DEVICE and value.ref == DEVICE_OBJECT):
+            return False
+    return True
 
 
 def _tensor_device(flow, node: ast.expr) -> bool:
@@ -373,20 +492,62 @@ def _device_annotated_parameter(flow, node: ast.expr, torch_names: tuple[set[str
     return any(_names_torch_device(part, torch_names) for part in _annotation_parts(arg.annotation))
 
 
-def _known_string(flow, node: ast.Name) -> bool:
+def _device_annotated_attribute(flow, node: ast.expr, torch_names: tuple[set[str], set[str]]) -> bool:
+    """``self.X`` that ``__init__`` alone sets, to a parameter annotated with
+    ``torch.device`` (maybe beside ``str``, not ``None``: ``torch.device(None)``
+    raises) that it does not rebind: it may hold a string or a device."""
+    if not (type(node) is ast.Attribute and type(node.value) is ast.Name):
+        return False
+    method = flow.function_at(flow.span(node)[0])
+    cls = next((c for c in flow.index.classes if method in c.body), None) if method is not None else None
+    if cls is None:
+        return False
+    positional = [*method.args.posonlyargs, *method.args.args]
+    if not positional or positional[0].arg != node.value.id or method.decorator_list:
+        return False
+    info = flow.index.classes[cls]
+    init = info.methods.get("__init__")
+    if init is None or info.stores.get(node.attr) != {"__init__"} or node.attr in info.methods:
+        return False
+    init_self = [*init.args.posonlyargs, *init.args.args]
+    if not init_self:
+        return False
+    stores = [
+        s for s in ast_walk(init)
+        if type(s) is ast.Assign and any(type(t) is ast.Attribute and t.attr == node.attr and type(t.value) is ast.Name and t.value.id == init_self[0].arg for t in s.targets)
+    ]
+    if len(stores) != 1 or len(stores[0].targets) != 1 or type(stores[0].value) is not ast.Name:
+        return False
+    arg = _parameters(init).get(stores[0].value.id)
+    if arg is None or arg.annotation is None or _rebinds(init, arg.arg):
+        return False
+    parts = _annotation_parts(arg.annotation)
+    if any(type(p) is ast.Constant and p.value is None for p in parts) or _mentions_optional(arg.annotation):
+        return False
+    if _known_string(flow, node):
+        return False
+    return any(_names_torch_device(part, torch_names) for part in parts)
+
+
+def _mentions_optional(annotation: ast.expr) -> bool:
+    return any((type(n) is ast.Name and n.id == "Optional") or (type(n) is ast.Attribute and n.attr == "Optional") for n in ast_walk(annotation))
+
+
+def _known_string(flow, node: ast.Name | ast.Attribute) -> bool:
     """The comparison runs only where ``isinstance(name, str)`` holds: in the
     body of an ``if`` (or conditional expression) testing it, or after it in an
     ``and``. There the string comparison is right."""
     parents = analysis.ast_parents(flow)
+    text = node.id if type(node) is ast.Name else ast.unparse(node)
     child, current = node, parents.get(node)
     while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        if type(current) in (ast.If, ast.IfExp) and child is not current.test and _tests_str(current.test, node.id):
+        if type(current) in (ast.If, ast.IfExp) and child is not current.test and _tests_str(current.test, text):
             in_body = child in current.body if type(current) is ast.If else child is current.body
             if in_body:
                 return True
         if type(current) is ast.BoolOp and type(current.op) is ast.And:
             earlier = current.values[: current.values.index(child)] if child in current.values else []
-            if any(_tests_str(value, node.id) for value in earlier):
+            if any(_tests_str(value, text) for value in earlier):
                 return True
         child, current = current, parents.get(current)
     return False
@@ -400,7 +561,8 @@ def _tests_str(test: ast.expr, name: str) -> bool:
         return False
     target, kinds = test.args
     kinds = kinds.elts if type(kinds) is ast.Tuple else [kinds]
-    return type(target) is ast.Name and target.id == name and any(type(k) is ast.Name and k.id == "str" for k in kinds)
+    named = target.id == name if type(target) is ast.Name else type(target) is ast.Attribute and ast.unparse(target) == name
+    return named and any(type(k) is ast.Name and k.id == "str" for k in kinds)
 
 
 def _parameters(function) -> dict[str, ast.arg]:

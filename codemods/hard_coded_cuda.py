@@ -18,7 +18,7 @@ from fixdev.engine.ast_reuse import remembered
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 from fixdev.engine.source import line_start
 
-from fixdev.analysis import file_analysis as analysis, placement
+from fixdev.analysis import availability, file_analysis as analysis, placement
 from fixdev.analysis.flow import What, ast_walk
 
 if TYPE_CHECKING:
@@ -500,7 +500,10 @@ class HardCodedCuda(Rule):
     its meaning is the callee's). Reported without a fix: a choice where
     `torch` is not imported before it runs, a script's top-level question
     only a GPU answers (`torch.cuda.get_device_name()`), and a guardable call
-    that is not a statement of its own.
+    that is not a statement of its own; and, as `cuda-call` reports the same
+    with `.cuda()`, in a library, `T = T.to("cuda")` under `if
+    torch.cuda.is_available():` whose `T` then meets a parameter read as an
+    array or tensor (a GPU being there is not where the caller's tensor is).
     """
 
     code = "FDV109"
@@ -541,8 +544,12 @@ class HardCodedCuda(Rule):
         'import torch\nif args.cuda:\n    device = torch.device("cuda")\nelse:\n    device = torch.device("cpu")\n',
         'import torch\nsame = x.device == torch.device("cuda")\ntorch.cuda.empty_cache()\n',
         'import torch\nwith torch.autocast("cuda"):\n    y = model(x)\n',
+        # the moved value meets only what it was made from
+        'import torch\ndef f(w):\n    w = torch.tensor(w)\n    if torch.cuda.is_available():\n        w = w.to("cuda")\n    return w / w.sum()\n',
     ]
     INVALID = [
+        # a library's helper: "a GPU exists" is not where the caller's tensor is
+        Invalid('import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.to("cuda")\n    return out[:, 0] * t\n', None),
         # a tokenizer's BatchEncoding written in place: its .to() takes no copy=
         Invalid(
             "import torch\ndef prepare(tokenizer, texts):\n    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
@@ -777,9 +784,12 @@ class HardCodedCuda(Rule):
         code has in reach, or one defined once (as ``cuda-call`` does). An
         index (``"cuda:1"``) or a callee outside torch keeps the literal, with
         a fallback in place."""
-        if self._silent(call):
-            return
         is_move = isinstance(call.func, cst.Attribute) and call.func.attr.value == "to" and arg.keyword is None
+        if self._silent(call):
+            met = availability.meets_a_caller(self, call, call.func.value) if is_move and device_call is None else None
+            if met is not None:
+                self.report(arg.value, availability.message(*met))
+            return
         torch_callee = is_move or any(n.startswith("torch.") for n in self.qualified_names(call.func))
         if not torch_callee and device_call is None:
             return  # a string handed to code this file does not show (`skipIf(device="cuda")`): its meaning is the callee's

@@ -376,6 +376,44 @@ def test_attribute_reassigned_elsewhere_is_unknown():
     assert describe(flow, names["m2"]) == "unknown Unknown"
 
 
+FOLLOWS = "tensor Device(next(self.parameters()).device)"
+
+
+@pytest.mark.parametrize("move, expected", [
+    # the module's own `to` moves it as Module.to moves a buffer: it lives where the module does
+    ("self.scale = self.scale.to(device)", FOLLOWS),
+    # moved somewhere `to` does not take from its arguments: nothing is known
+    ("self.scale = self.scale.to('cpu')", "unknown Host|Unknown"),
+    # set to something else there: nothing is known
+    ("self.scale = device", "unknown Host|Unknown"),
+])
+def test_attribute_moved_by_the_class_own_to(move, expected):
+    text = textwrap.dedent(
+        f"""
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+                self.scale = torch.ones(2)
+
+            def forward(self, x):
+                s = self.scale
+                return self.fc(x) * s
+
+            def to(self, device):
+                {move}
+                return super().to(device)
+        """
+    )
+    flow = FileFlow(text)
+    names = {n.id: n for n in ast.walk(flow.tree) if type(n) is ast.Name and type(n.ctx) is ast.Store}
+    assert describe(flow, names["s"]) == expected
+    assert bool(flow.sinks()) is (expected != FOLLOWS)
+
+
 # -- sinks -----------------------------------------------------------------------------------
 
 

@@ -94,6 +94,7 @@ arm moves are on the CPU: ``sinks()`` leaves such meetings out), ``carry``
 kept for the next version of the file when nothing they read changed). The names here are that API; the rules import from this package only.
 """
 
+from fixdev.analysis.flow.classes import OwnMoves, own_moves
 from fixdev.analysis.flow.facts import FileFlow
 from fixdev.analysis.flow.told import Evidence
 from fixdev.analysis.flow.lattice import (
@@ -122,6 +123,6 @@ from fixdev.analysis.flow.vocabulary import CONFIG_NAMES, DEVICE_OBJECT, ENCODIN
 __all__ = [
     "ARRAY_VALUE", "AST_LEAVES", "CONFIG_NAMES", "DEVICE_OBJECT", "ENCODING", "FOLLOWS_MODULE", "HOST", "LIGHTNING_MODULES", "MODULE_SELF_METHODS",
     "MOVES_INPUTS", "NOTHING", "NOT_MODULES", "OPTIMIZER", "PARAM_FREE", "PENDING", "UNKNOWN", "UNKNOWN_VALUE", "ZERO_DIM",
-    "Device", "Evidence", "FileFlow", "Parts", "SameAs", "Sink", "Value", "What",
-    "ast_children", "ast_statements", "ast_walk", "container_value", "host_loader",
+    "Device", "Evidence", "FileFlow", "OwnMoves", "Parts", "SameAs", "Sink", "Value", "What",
+    "ast_children", "ast_statements", "ast_walk", "container_value", "host_loader", "own_moves",
 ]

@@ -11,6 +11,60 @@ from fixdev.analysis.flow.lattice import Device, FOLLOWS_MODULE, Instance, NO_PL
 from fixdev.analysis.flow.syntax import chain_of, root_of
 from fixdev.analysis.flow.vocabulary import DEVICE_OBJECT
 
+# Methods a class overrides to move what ``Module.to`` does not see (or, in a
+# plain class, to move itself at all): ``self.a = self.a.to(device)``.
+OVERRIDE_MOVERS = ("to",)
+
+
+class OwnMoves:
+    """A class's own ``to(self, device)``: the attributes it moves one by one
+    (``self.a = self.a.to(device)``, all with the same arguments, which are
+    the method's own parameters), in the method's top-level statements."""
+
+    __slots__ = ("method", "moves", "arguments")
+
+    def __init__(self, method: ast.FunctionDef, moves: dict[str, ast.Assign], arguments: str) -> None:
+        self.method = method
+        self.moves = moves  # attribute -> the statement that moves it
+        self.arguments = arguments  # ``device``: the text of the moves' arguments
+
+
+def own_moves(cls: ast.ClassDef) -> OwnMoves | None:
+    """The ``to`` override of ``cls`` and the attributes it moves, or None
+    where there is none or its moves do not all pass the method's own
+    parameters the same way (then what it means is not sure)."""
+    method = next((s for s in cls.body if type(s) is ast.FunctionDef and s.name in OVERRIDE_MOVERS and not s.decorator_list), None)
+    if method is None:
+        return None
+    args = method.args
+    positional = [*args.posonlyargs, *args.args]
+    if not positional:
+        return None
+    self_name = positional[0].arg
+    own = {a.arg for a in (*positional[1:], *args.kwonlyargs)} | {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    moves: dict[str, ast.Assign] = {}
+    spelled = set()
+    for statement in method.body:
+        if type(statement) is not ast.Assign or len(statement.targets) != 1:
+            continue
+        target, value = statement.targets[0], statement.value
+        if not (type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == self_name):
+            continue
+        if not (type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr == method.name):
+            continue
+        receiver = value.func.value
+        if not (type(receiver) is ast.Attribute and receiver.attr == target.attr and type(receiver.value) is ast.Name and receiver.value.id == self_name):
+            continue
+        passed = [a.value if type(a) is ast.Starred else a for a in value.args] + [k.value for k in value.keywords]
+        if not passed or not all(type(a) is ast.Name and a.id in own for a in passed):
+            return None  # moved somewhere the caller does not choose: not a plain override
+        spelled.add(ast.dump(ast.Call(ast.Name("f"), value.args, value.keywords)))
+        moves[target.attr] = statement
+    if not moves or len(spelled) != 1:
+        return None
+    first = next(iter(moves.values())).value
+    arguments = ", ".join([ast.unparse(a) for a in first.args] + [ast.unparse(k) for k in first.keywords])
+    return OwnMoves(method, moves, arguments)
 
 
 
@@ -94,9 +148,16 @@ class ClassFacts:
                     occurrences = [caller for _, caller, dotted in mentions.occurrences.get(name, ()) if dotted]
                     if occurrences and all(caller is not None and caller.node is init for caller in occurrences):
                         only_from_init.add(name)
+            # a module's own ``to`` that moves a tensor attribute as
+            # ``Module.to`` moves a buffer: the attribute follows the module
+            followed = own_moves(cls) if info.is_module else None
             for attr, methods in info.stores.items():
-                if methods - {"__init__"} - only_from_init:
-                    result[attr] = join(result.get(attr), UNKNOWN_VALUE)
+                others = methods - {"__init__"} - only_from_init
+                value = result.get(attr)
+                if followed is not None and others == {followed.method.name} and attr in followed.moves and value is not None and value.what is What.TENSOR:
+                    result[attr] = value.but(places=self.self_places(cls), flags=value.flags | FOLLOWS_MODULE)
+                elif others:
+                    result[attr] = join(value, UNKNOWN_VALUE)
             # given to the constructor (wherever it lives) and used as a tensor by a method
             for attr in self.flow.evidenced_attributes(cls):
                 value = result.get(attr)

@@ -424,6 +424,13 @@ def meets_devices(flow) -> bool:
     device-relative fix would be noise."""
     if any(flow.mentions_device(statement) for statement in flow.tree.body):  # (by statement: kept across versions)
         return True
+    return library_like(flow)
+
+
+def library_like(flow) -> bool:
+    """Whether the file is a library whose callers choose devices: a module
+    of a package, a file the run's other files import, or one whose top
+    level only defines things (a script runs statements)."""
     project = flow.project
     if project is not None and getattr(project, "is_library", None) is not None and project.is_library():
         return True

@@ -626,6 +626,12 @@ class FileFlow:
             self.cache[key] = evidence.meets_devices(self)
         return self.cache[key]
 
+    def library_like(self) -> bool:
+        """Whether callers elsewhere choose the devices (``evidence.library_like``)."""
+        if ("library like",) not in self.cache:
+            self.cache[("library like",)] = evidence.library_like(self)
+        return self.cache[("library like",)]
+
     def mentions(self) -> "Mentions | None":
         if self._mention_index is None and self.text is not None:
             self._mention_index = Mentions(self)
