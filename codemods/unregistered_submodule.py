@@ -12,7 +12,7 @@ import libcst as cst
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 
 from fixdev.analysis import file_analysis as analysis, placement
-from fixdev.analysis.unmoved_model import unmoved_models
+from fixdev.analysis.unmoved_model import move_before, unmoved_losses, unmoved_models
 from fixdev.analysis.file_analysis import TENSOR_FACTORIES, TENSOR_METHODS
 from fixdev.analysis.flow import LIGHTNING_MODULES, NOT_MODULES, ast_walk
 
@@ -197,7 +197,7 @@ class UnregisteredSubmodule(Rule):
         text = screening.text
         if "Module" in text and _STORE_TEXT.search(text) and cls._screen_classes(screening):
             return True
-        return _MOVE_TEXT.search(text) is not None and bool(unmoved_models(analysis.flow_for(screening)))
+        return _MOVE_TEXT.search(text) is not None and bool(unmoved_models(analysis.flow_for(screening)) or unmoved_losses(analysis.flow_for(screening)))
 
     @classmethod
     def _screen_classes(cls, screening) -> bool:
@@ -337,42 +337,21 @@ class UnregisteredSubmodule(Rule):
         if _MOVE_TEXT.search(self.context.text) is None:
             return
         flow = analysis.flow_of(self)
-        for met in unmoved_models(flow):
-            fix = ()
+        losses = unmoved_losses(flow)
+        for met in (*unmoved_models(flow), *losses):
+            loss = met in losses
             if met.store is not None:  # self.model = model: moved where it is stored
                 at = start, end = flow.span(met.store.value)
                 plain = isinstance(met.store.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
                 value = self.context.text[start:end] if plain else f"({self.context.text[start:end]})"
-                fix = (Edit(start, end, f"{value}.to({met.device})"),)
+                bound = not loss or placement.expression_bound_at(facts := analysis.of(self), met.device, facts.statement_at(flow.span(met.store)[0]))
+                fix = (Edit(start, end, f"{value}.to({met.device})"),) if bound else ()
             else:
                 at = flow.span(met.model)
-                fix = self._move_before(flow, met)
-            self.report_at(
-                *at, f"Model `{met.chain}` is never moved, while its inputs are moved to `{met.device}`",
-                fix=() if met.placers else fix, fix_message=f"Move `{met.chain}` to `{met.device}`",
-                origins=() if met.store is None else (flow.span(met.model),),
-            )
-
-    def _move_before(self, flow, met) -> tuple[Edit, ...]:
-        """``model = model.to(device)`` before the statement holding the call,
-        or before the outermost loop holding it in its function, where both
-        names are bound and the loop does not rebind the model."""
-        parents, facts = flow.ast_parents(), analysis.of(self)
-        statement, chain = met.call, []
-        while statement is not None and statement is not met.scope:
-            if isinstance(statement, ast.stmt) and (not chain or isinstance(statement, (ast.For, ast.AsyncFor, ast.While))):
-                chain.append(statement)
-            statement = parents.get(statement)
-        for candidate in reversed(chain):
-            if candidate is not chain[0] and any(isinstance(n, ast.Name) and n.id == met.chain and isinstance(n.ctx, ast.Store) for n in ast_walk(candidate)):
-                continue
-            anchor = facts.statement_at(flow.span(candidate)[0])
-            block = facts.parent(anchor) if anchor is not None else None
-            if not isinstance(block, (cst.Module, cst.IndentedBlock)) or not placement.expression_bound_at(facts, f"{met.device}, {met.chain}", anchor):
-                continue
-            line = f"{met.chain} = {met.chain}.to({met.device})"
-            return (placement.lines_before(self, block, facts.index_in(block.body, anchor), [line]),)
-        return ()
+                fix = move_before(self, flow, met)
+            what = f"Loss `{met.chain}` holds its weight on the host and is never moved" if loss else f"Model `{met.chain}` is never moved"
+            self.report_at(*at, f"{what}, while its inputs are moved to `{met.device}`", unsafe=False if loss else None, fix=() if met.placers else fix,
+                           fix_message=f"Move `{met.chain}` to `{met.device}`", origins=() if met.store is None else (flow.span(met.model),))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         facts = analysis.of(self)
