@@ -106,6 +106,12 @@ class UnregisteredSubmodule(Rule):
     module-level `DEVICE`), `self.model = model.to(DEVICE)` where it is
     stored; one it builds there (`self.policy = Policy()`) while sending the
     inputs to its `self.device`, set before: `Policy().to(self.device)`.
+    And a torch.nn loss given a weight the code makes on the host
+    (`nn.CrossEntropyLoss(weight=torch.tensor([1.0, 3.0]))`, `pos_weight=`,
+    a `torch.from_numpy` array), never moved, called with tensors on a
+    device: `.to(device)` where it is built (`criterion =
+    nn.CrossEntropyLoss(weight=w).to(device)`; in a plain class,
+    `.to(self.device)` when `self.device` is set before).
 
     ## Why is this bad?
     `nn.Module` only knows the sub-modules it holds as attributes or in its
@@ -114,7 +120,9 @@ class UnregisteredSubmodule(Rule):
     them), and `model.to(device)` / `.cuda()` / `.half()` / `.eval()` never
     reach them: on a GPU the first `forward` raises `Expected all tensors to
     be on the same device`. A layer built in `forward` starts on the CPU,
-    with fresh random weights, at every call.
+    with fresh random weights, at every call. A weighted loss holds its
+    `weight` as a buffer where it was made: `criterion(logits, labels)` with
+    both on the GPU raises the same error.
 
     ## Example
     ```python
@@ -156,7 +164,8 @@ class UnregisteredSubmodule(Rule):
     too: `.to()` moves the caller's model in place, and one the caller
     placed elsewhere on purpose (sharded, kept on the CPU) moves; where the
     file names such a wrapper (`device_map`, DDP, `accelerate`, an EMA
-    copy …) it is reported without a fix.
+    copy …) it is reported without a fix. Moving a weighted loss is safe: a
+    loss has no parameters, and `.to(device)` moves only its weight buffers.
 
     ## When it stays silent
     When any element is not a known construction (a name or call the file
@@ -175,7 +184,13 @@ class UnregisteredSubmodule(Rule):
     moves the model with the device it passes), where the inputs go to the
     model's own device, inside an `nn.Module`'s methods, where the model is
     loaded whole (`torch.load`) or given to a call that may place it (one
-    naming a device or a wrapper), and for parameter-free layers.
+    naming a device or a wrapper), and for parameter-free layers. For a
+    weighted loss: silent where its weight is made on the device or moved
+    before (`torch.tensor(w, device=device)`), comes from a caller or a call
+    the file does not show (its place is not known), the loss is moved on
+    some path (`if use_gpu: criterion.cuda()`) or held by an `nn.Module`
+    (it moves with it), and where no device in reach of its construction
+    names the one its inputs are moved to (reported without a fix).
     """
 
     code = "FDV113"
@@ -236,6 +251,8 @@ class UnregisteredSubmodule(Rule):
         return False
 
     VALID = [
+        # the loss's weight is made on the device
+        "import torch\nimport torch.nn as nn\ndef step(model, x, y, device):\n    model.to(device)\n    w = torch.tensor([1.0, 3.0], device=device)\n    return nn.CrossEntropyLoss(weight=w)(model(x.to(device)), y.to(device))\n",
         # the caller chooses the device, and moves the model with it
         "import torch\ndef evaluate(model, loader, device):\n    for x in loader:\n        model(x.to(device))\n",
         # already registered
@@ -262,6 +279,13 @@ class UnregisteredSubmodule(Rule):
         "import torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return nn.Linear(x.shape[-1], 2).to(x.device)(x)\n",
     ]
     INVALID = [
+        # a loss given a weight made on the host, never moved (a safe fix)
+        Invalid(
+            "import torch\nimport torch.nn as nn\ndef step(model, x, y, device):\n    model.to(device)\n    w = torch.tensor([1.0, 3.0])\n"
+            "    criterion = nn.CrossEntropyLoss(weight=w)\n    return criterion(model(x.to(device)), y.to(device))\n",
+            "import torch\nimport torch.nn as nn\ndef step(model, x, y, device):\n    model.to(device)\n    w = torch.tensor([1.0, 3.0])\n"
+            "    criterion = nn.CrossEntropyLoss(weight=w).to(device)\n    return criterion(model(x.to(device)), y.to(device))\n",
+        ),
         # a model never moved, fed inputs moved to the device
         Invalid(
             "import torch, torch.nn as nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
@@ -338,7 +362,7 @@ class UnregisteredSubmodule(Rule):
             return
         flow = analysis.flow_of(self)
         losses = unmoved_losses(flow)
-        for met in (*unmoved_models(flow), *losses):
+        for met in (*(m for m in unmoved_models(flow) if m.chain not in {loss.chain for loss in losses}), *losses):
             loss = met in losses
             if met.store is not None:  # self.model = model: moved where it is stored
                 at = start, end = flow.span(met.store.value)

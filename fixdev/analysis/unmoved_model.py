@@ -140,7 +140,7 @@ def unmoved_losses(flow) -> list[UnmovedModel]:
     found = flow.cache.get(("unmoved-losses",))
     if found is None:
         text = flow.text or ""
-        weighted = "weight" in text and (".to(" in text or ".cuda(" in text)
+        weighted = "Loss" in text and (".to(" in text or ".cuda(" in text)
         found = flow.cache[("unmoved-losses",)] = _find_losses(flow) if weighted else []
     return found
 
