@@ -11,6 +11,7 @@ from fixdev.engine.source import line_start
 
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What, ast_walk
+from fixdev.analysis.flow.vocabulary import MODULE_WRAPPERS
 
 PARAMETER_CALLS = frozenset({"parameters", "named_parameters"})
 # Module methods that may run between the optimizer and the model's move when
@@ -30,7 +31,13 @@ class OptimizerBeforeMove(Rule):
     Finds `optimizer.load_state_dict(...)` on a `torch.optim` optimizer built
     from a model's parameters, where the model is moved to a device
     (`model.to(device)`, `model.cuda()`) only after the state was loaded, and
-    moves the model's move up to just before the optimizer is built.
+    moves the model's move up to just before the optimizer is built; where
+    there is no one such place (an optimizer made in several branches, the
+    model run or copied between), up to just before the statement of the
+    move's block that holds the load (`if args.resume: ...`), past a wrapper
+    of the model (`model = nn.DataParallel(model)`: the wrapped module is
+    the one moved). The finding is at the move when the fix moves it, and
+    at the load when it is reported without a fix.
 
     ## Why is this bad?
     `Optimizer.load_state_dict` puts the loaded state (momentum buffers, Adam's
@@ -63,7 +70,13 @@ class OptimizerBeforeMove(Rule):
     optimizer, counting them, `load_state_dict`, `train()`/`eval()`,
     `print(model)`), does not rebind it or anything the move reads, and calls
     none of the file's own functions; the move statement (with its comments,
-    or its `if args.cuda:` guard) is moved whole.
+    or its `if args.cuda:` guard) is moved whole. Moved to just before the
+    load instead, the model is on the device when the state is loaded and
+    through the code between (the same checks), and is moved before its
+    wrapper is built rather than after: the same module ends up on the
+    device. An optimizer made before an in-place move steps the moved
+    parameters (`Module.to` keeps the `Parameter` objects), so a move after
+    the optimizer is built and before the load is right.
 
     ## When it stays silent
     When the model is moved before the state is loaded, when the move is not
@@ -72,12 +85,14 @@ class OptimizerBeforeMove(Rule):
     optimizers whose parameters come from something other than
     `model.parameters()` (or parameter groups gathered from it before the
     optimizer is made: `params += [{"params": [v]}]` in a loop over
-    `model.named_parameters()`). Reported without a fix: the move in another block or
-    function than the optimizer's construction (`if args.cuda:` below an
-    `if resume:` branch), a move of the model under another name
-    (`model_without_ddp = model`), an optimizer made in several places, and
-    code between that uses the model otherwise (runs it, copies it, passes it
-    to a function).
+    `model.named_parameters()`). Reported without a fix: the move in another
+    function than the load, or after a branch that also builds the model
+    (`if package: model = load(package); ...; optimizer.load_state_dict(...)`
+    then `if args.cuda: model.cuda()` below it), a move of the model under
+    another name (`model_without_ddp = model`), a wrapper built by a call
+    (`nn.DataParallel(model, device_ids=pick())`), and code between that
+    uses the model otherwise (runs it, copies it, passes it to a function)
+    on both paths up.
     """
 
     code = "FDV112"
@@ -138,12 +153,14 @@ class OptimizerBeforeMove(Rule):
             "        groups.append({'params': [p]})\n    model.to(device)\n    optimizer = torch.optim.SGD(groups, lr=0.1)\n"
             "    optimizer.load_state_dict(state)\n    return optimizer\n",
         ),
-        # the move is in another block than the optimizer: reported
+        # made in two branches: the move goes up to just before the branch holding the load
         Invalid(
             "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nif resume:\n"
             "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    optimizer.load_state_dict(state)\n"
             "else:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel.cuda()\n",
-            None,
+            "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nmodel.cuda()\nif resume:\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    optimizer.load_state_dict(state)\n"
+            "else:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
         ),
         # the model runs in between: moving it first would change that
         Invalid(
@@ -191,12 +208,19 @@ class OptimizerBeforeMove(Rule):
         if before and all(isinstance(placement, Device) for placement in before):
             return  # already on a device when the state was loaded
         moved_chain = chain_of(receiver)
-        fix, fix_message = (), ""
-        if len(makers) == 1 and all(_covers(moved_chain, chain) for chain in models):
-            made = self._fix(flow, parents, makers[0], load, move, moved_chain)
+        fix, fix_message, made = (), "", None
+        if all(_covers(moved_chain, chain) for chain in models):
+            if len(makers) == 1:
+                made = self._fix(flow, parents, makers[0], load, move, moved_chain)
+            if made is None:  # made in several places, or used between: up to just before the load
+                made = self._fix_before_load(flow, parents, load, move, moved_chain)
             if made is not None:
                 fix, fix_message = made
-        self.report_at(*flow.span(load), fix=fix, fix_message=fix_message)
+        if fix:  # the move is what the fix puts elsewhere: the finding is there, naming the load
+            message = f"`{moved_chain}` moves to its device after its optimizer's state was loaded (line {load.lineno}), which stays on the old device; move it first"
+            self.report_at(*flow.span(move), message, fix=fix, fix_message=fix_message)
+        else:
+            self.report_at(*flow.span(load), fix=fix, fix_message=fix_message)
 
     # -- the fix: the move statement goes just before the optimizer's construction ----
 
@@ -219,6 +243,27 @@ class OptimizerBeforeMove(Rule):
             return None
         return self._edits(flow, block, first, last, statement, chain)
 
+    def _fix_before_load(self, flow, parents: dict, load: ast.Call, move: ast.Call, chain: str) -> tuple[tuple[Edit, ...], str] | None:
+        """The move goes up to just before the statement of its own block
+        that holds the load (``if args.resume: ...``), past the code between
+        that leaves it unchanged and past a wrapper of the model
+        (``model = nn.DataParallel(model)``: moving the model then wrapping it
+        puts the same module on the device)."""
+        statement = _move_statement(parents, move, chain)
+        block = _block_of(parents, statement) if statement is not None else None
+        holder = _statement_of(parents, load)
+        while holder is not None and not (block is not None and any(s is holder for s in block)):
+            holder = parents.get(holder)
+        if holder is None:
+            return None
+        first = next(i for i, s in enumerate(block) if s is holder)
+        last = next(i for i, s in enumerate(block) if s is statement)
+        between = [s for s in block[first:last] if not _wraps(flow, s, chain)]
+        if first >= last or not self._between_is_unchanged(flow, parents, between, statement, move, chain):
+            return None
+        made = self._edits(flow, block, first, last, statement, chain)
+        return None if made is None else (made[0], f"Move `{chain}` to its device before the optimizer's state is loaded")
+
     def _between_is_unchanged(self, flow, parents: dict, between: list, statement: ast.stmt, move: ast.Call, chain: str) -> bool:
         """Nothing between the optimizer and the move uses the model in a way
         the move changes, rebinds what the move reads, or calls the file's own
@@ -232,7 +277,9 @@ class OptimizerBeforeMove(Rule):
         for node in (n for s in between for n in ast_walk(s)):
             if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 stored = chain_of(node)
-                if stored is not None and (stored.split(".")[0] in reads or stored in read_chains or _covers(stored, chain) or _covers(chain, stored)):
+                # `args.resume = ...` leaves the `args.cuda` the move reads alone
+                rebinds = stored in reads if "." not in (stored or ".") else any(_covers(stored, c) or _covers(c, stored) for c in read_chains)
+                if stored is not None and (rebinds or _covers(stored, chain) or _covers(chain, stored)):
                     return False
             if isinstance(node, ast.Call):
                 func = node.func
@@ -290,6 +337,10 @@ class OptimizerBeforeMove(Rule):
         # above the first statement of a block is its header, never a comment line
         insert_at = _comments_above(text, insert_at, flow.span(block[first - 1])[1] if first > 0 else 0, indent)
         moved = text[cut_start:cut_end]
+        # a paragraph of its own (blank lines on both sides) stays one where it goes
+        blank_after = _LINE_BREAK.search(text, cut_end)
+        if blank_after is not None and not text[cut_end : blank_after.start()].strip() and _blank_line_above(text, cut_start) and _blank_line_above(text, insert_at):
+            moved, cut_end = moved + text[cut_end : blank_after.end()], blank_after.end()
         edits = (Edit(insert_at, insert_at, moved), Edit(cut_start, cut_end, ""))
         facts = analysis.of(self)
         anchor = facts.statement_at(made_start)
@@ -441,6 +492,24 @@ def _move_statement(parents: dict, move: ast.Call, chain: str) -> ast.stmt | Non
     if isinstance(guard, ast.If) and guard.body == [statement] and not guard.orelse and not any(isinstance(n, ast.Call) and not _device_call(n) for n in ast_walk(guard.test)):
         return guard
     return statement
+
+
+def _wraps(flow, statement: ast.stmt, chain: str) -> bool:
+    """``model = nn.DataParallel(model)`` (or DDP), alone or under an ``if``
+    holding only it."""
+    if isinstance(statement, ast.If) and len(statement.body) == 1 and not statement.orelse:
+        if any(isinstance(n, ast.Call) for n in ast_walk(statement.test)):
+            return False
+        statement = statement.body[0]
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and chain_of(statement.targets[0]) == chain):
+        return False
+    wrapper = flow.value(statement.value)
+    call = statement.value
+    return (
+        isinstance(call, ast.Call) and type(wrapper.ref) is tuple and wrapper.ref[1] in MODULE_WRAPPERS
+        and bool(call.args) and chain_of(call.args[0]) == chain
+        and not any(isinstance(n, ast.Call) for a in (*call.args, *(k.value for k in call.keywords)) for n in ast_walk(a))
+    )
 
 
 def _device_call(node: ast.AST) -> bool:
@@ -601,6 +670,14 @@ def _reads(statement: ast.stmt) -> set[str]:
 def _own_definitions(flow) -> set[str]:
     """Names of the file's functions and classes."""
     return {n.name for n in ast_walk(flow.tree) if isinstance(n, (*FUNCTION_DEFS, ast.ClassDef))}
+
+
+def _blank_line_above(text: str, start: int) -> bool:
+    """The line before the one starting at ``start`` holds only blanks."""
+    if start == 0:
+        return False
+    above = line_start(text, start - 1 - (start > 1 and text[start - 2 : start] == "\r\n"))
+    return not text[above:start].strip()
 
 
 def _comments_above(text: str, start: int, floor: int, indent: str) -> int:

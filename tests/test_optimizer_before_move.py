@@ -35,6 +35,29 @@ FIXED = [
         "def f(model, state, device):\n    model.to(device)\n    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad])\n    model.eval()\n    opt.load_state_dict(state)\n    return opt\n",
         id="gathered-parameters",
     ),
+    # no one place before the optimizer: the move goes up to just before the load
+    pytest.param(
+        "def f(model, state, device, fresh):\n    if fresh:\n        opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    else:\n        opt = torch.optim.Adam(model.parameters())\n"
+        "    opt.load_state_dict(state)\n    model.to(device)\n    return opt\n",
+        "def f(model, state, device, fresh):\n    if fresh:\n        opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    else:\n        opt = torch.optim.Adam(model.parameters())\n"
+        "    model.to(device)\n    opt.load_state_dict(state)\n    return opt\n",
+        id="made-in-two-places",
+    ),
+    # past a wrapper: the wrapped model is the one moved
+    pytest.param(
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model)\n    model.to(device)\n    return opt\n",
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model.to(device)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model)\n    return opt\n",
+        id="wrapped-between",
+    ),
+    # the model runs before the resume branch: the move goes up to just before
+    # it; `args.start = ...` leaves the `args.cuda` the move reads alone
+    pytest.param(
+        "def f(model, args):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    print(model(torch.zeros(1, 2)))\n\n    if args.resume:\n        state = torch.load(args.resume, map_location='cpu')\n"
+        "        opt.load_state_dict(state['opt'])\n        args.start = state['epoch']\n\n    if args.cuda:\n        model.cuda()\n\n    return opt\n",
+        "def f(model, args):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    print(model(torch.zeros(1, 2)))\n\n    if args.cuda:\n        model.cuda()\n\n    if args.resume:\n        state = torch.load(args.resume, map_location='cpu')\n"
+        "        opt.load_state_dict(state['opt'])\n        args.start = state['epoch']\n\n    return opt\n",
+        id="resume-branch",
+    ),
 ]
 
 
@@ -75,13 +98,8 @@ REPORTED = [
         id="alias-runs-between",
     ),
     pytest.param(
-        "def f(model, state, device, fresh):\n    if fresh:\n        opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    else:\n        opt = torch.optim.Adam(model.parameters())\n"
-        "    opt.load_state_dict(state)\n    model.to(device)\n    return opt\n",
-        id="made-in-two-places",
-    ),
-    pytest.param(
-        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model)\n    model.to(device)\n    return opt\n",
-        id="model-rebound-between",
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model, device_ids=ids())\n    model.to(device)\n    return opt\n",
+        id="wrapped-with-a-call-between",
     ),
 ]
 
