@@ -12,6 +12,7 @@ from fixdev.engine.source import line_start
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What, ast_walk
 from fixdev.analysis.flow.vocabulary import MODULE_WRAPPERS
+from fixdev.analysis.project import LOADS_PREFIX, loaded_parameters
 
 PARAMETER_CALLS = frozenset({"parameters", "named_parameters"})
 # Module methods that may run between the optimizer and the model's move when
@@ -37,7 +38,13 @@ class OptimizerBeforeMove(Rule):
     move's block that holds the load (`if args.resume: ...`), past a wrapper
     of the model (`model = nn.DataParallel(model)`: the wrapped module is
     the one moved). The finding is at the move when the fix moves it, and
-    at the load when it is reported without a fix.
+    at the load when it is reported without a fix. Also reported (without
+    a fix): a call of a function, of this file or another of the run, that
+    loads state dicts into the model and an optimizer it is given
+    (`load_epoch(path, model, optimizer)` calling `optimizer.load_state_dict`
+    and `model.load_state_dict`), with the model moved only after the call;
+    the optimizer is one made by `torch.optim` or given to a
+    `torch.optim.lr_scheduler` class.
 
     ## Why is this bad?
     `Optimizer.load_state_dict` puts the loaded state (momentum buffers, Adam's
@@ -92,20 +99,26 @@ class OptimizerBeforeMove(Rule):
     another name (`model_without_ddp = model`), a wrapper built by a call
     (`nn.DataParallel(model, device_ids=pick())`), and code between that
     uses the model otherwise (runs it, copies it, passes it to a function)
-    on both paths up.
+    on both paths up. Silent for a loading function that moves anything
+    itself (`model.to(device)` before the load, the optimizer's state after
+    it), and where the argument is not shown to be an optimizer.
     """
 
     code = "FDV112"
     name = "optimizer-before-move"
     group = "state"
     message = "Optimizer state loaded before the model moves stays on the old device; move the model first"
-    trigger = (r"\.load_state_dict\s*\(", r"\.(?:to|cuda)\s*\(", r"optim")
+    trigger = (r"\.(?:to|cuda)\s*\(", r"optim")
 
     @classmethod
     def screen(cls, screening) -> bool:
-        """An optimizer's ``load_state_dict`` (``visit_Module`` looks at no other call)."""
+        """An optimizer's ``load_state_dict``, or a call of a function that
+        loads state dicts into its parameters (``visit_Module`` looks at no
+        other call)."""
         flow = analysis.flow_for(screening)
-        return any(flow.value(call.func.value).ref == OPTIMIZER for call in analysis.calls_named(screening, "load_state_dict") if type(call.func) is ast.Attribute)
+        if any(flow.value(call.func.value).ref == OPTIMIZER for call in analysis.calls_named(screening, "load_state_dict") if type(call.func) is ast.Attribute):
+            return True
+        return "load" in screening.text and any(_loaded_by_helper(flow, call) for call in ast_walk(flow.tree) if type(call) is ast.Call and len(call.args) > 1)
 
     VALID = [
         # moved first: the state is loaded onto the device
@@ -177,6 +190,29 @@ class OptimizerBeforeMove(Rule):
         for load in ast_walk(flow.tree):
             if type(load) is ast.Call and type(load.func) is ast.Attribute and load.func.attr == "load_state_dict":
                 self._check(flow, parents, load)
+            elif type(load) is ast.Call and len(load.args) > 1:
+                self._check_helper(flow, parents, load)
+
+    def _check_helper(self, flow, parents: dict, call: ast.Call) -> None:
+        """``load_checkpoint(path, model, optimizer)``, a function (of this
+        file or another of the run) that loads state dicts into the model and
+        an optimizer it is given, with the model moved only after the call:
+        reported (what else the function does with the model is not shown)."""
+        loaded = _loaded_by_helper(flow, call)
+        scope = _scope_of(parents, call)
+        given = [call.args[i] for i in loaded if i < len(call.args) and type(call.args[i]) is not ast.Starred]
+        optimizers = [a for a in given if _is_optimizer(flow, parents, scope, a)]
+        models = {chain_of(a) for a in given if a not in optimizers and chain_of(a) is not None}
+        if not optimizers or not models or not isinstance(scope, (*FUNCTION_DEFS, ast.Module)):
+            return
+        for model in (a for a in given if chain_of(a) in models):
+            before = {placement for placement, _ in flow.where(model)}
+            if before and all(isinstance(placement, Device) for placement in before):
+                return  # on a device when its state (and the optimizer's) is loaded
+        moves = [m for m in _moves(flow, scope, models, frozenset(), any_receiver=True) if position_of(m) > position_of(call) and _runs_after(parents, call, m)]
+        if moves:
+            name = chain_of(call.func) or "the call"
+            self.report_at(*flow.span(call), f"`{name}` loads the optimizer's state before `{chain_of(moves[0].func.value)}` moves to its device, so the state stays on the old device; move the model first")
 
     def _check(self, flow, parents: dict, load: ast.Call) -> None:
         optimizer = flow.value(load.func.value)
@@ -455,17 +491,20 @@ def _same_self(parents: dict, maker: ast.Call, scope: ast.AST, chain: str) -> bo
 # -- the model's moves ------------------------------------------------------------------
 
 
-def _moves(flow, scope: ast.AST, models: set[str], identity: frozenset) -> list[ast.Call]:
+def _moves(flow, scope: ast.AST, models: set[str], identity: frozenset, any_receiver: bool = False) -> list[ast.Call]:
     """``X.to(device)`` / ``X.cuda()`` in ``scope`` (not in nested functions)
     that move one of ``models`` (or a module holding it, or the same module
-    under another name) onto a device."""
+    under another name) onto a device; ``any_receiver``: also where the flow
+    does not know ``X`` for a module (a state dict was loaded into it), as a
+    statement of its own."""
     found = []
     for node in _own_nodes(scope):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda")):
             continue
         chain = chain_of(node.func.value)
         receiver = flow.value(node.func.value)
-        if chain is None or receiver.what is not What.MODULE:
+        unknown = any_receiver and receiver.what is What.UNKNOWN and chain in models and bool(node.args) is (node.func.attr == "to")
+        if chain is None or (receiver.what is not What.MODULE and not unknown):
             continue
         alias = isinstance(receiver.parts, frozenset) and receiver.parts & identity
         if not alias and not any(_covers(chain, model) for model in models):
@@ -492,6 +531,37 @@ def _move_statement(parents: dict, move: ast.Call, chain: str) -> ast.stmt | Non
     if isinstance(guard, ast.If) and guard.body == [statement] and not guard.orelse and not any(isinstance(n, ast.Call) and not _device_call(n) for n in ast_walk(guard.test)):
         return guard
     return statement
+
+
+def _loaded_by_helper(flow, call: ast.Call) -> tuple:
+    """The positions of ``call``'s arguments its callee loads a state dict
+    into: a module-level function of this file, or (through the run's other
+    files, ``project.loaded_parameters``) of another."""
+    func = call.func
+    if type(func) is ast.Name:
+        found = flow.index.module.defs.get(func.id)
+        if type(found) in FUNCTION_DEFS and flow.index.module.counts.get(func.id) == 1:
+            return loaded_parameters(found)
+    ask = getattr(flow.project, "fact", None)
+    name = flow.qualified_name(func) if ask is not None and type(func) in (ast.Name, ast.Attribute) else None
+    if name is None or name.startswith(("torch.", "numpy.")):
+        return ()
+    answer = ask(LOADS_PREFIX + name)
+    return answer if isinstance(answer, tuple) and all(type(i) is int for i in answer) else ()
+
+
+def _is_optimizer(flow, parents: dict, scope: ast.AST, argument: ast.expr) -> bool:
+    """``argument`` is an optimizer: made by ``torch.optim``, or given first to
+    a ``torch.optim.lr_scheduler`` class in the same scope."""
+    if flow.value(argument).ref == OPTIMIZER:
+        return True
+    chain = chain_of(argument)
+    for node in _own_nodes(scope) if chain is not None else ():
+        if isinstance(node, ast.Call) and node.args and chain_of(node.args[0]) == chain:
+            name = flow.qualified_name(node.func) or ""
+            if name.startswith("torch.optim.lr_scheduler."):
+                return True
+    return False
 
 
 def _wraps(flow, statement: ast.stmt, chain: str) -> bool:
