@@ -188,9 +188,9 @@ class UnregisteredSubmodule(Rule):
     weighted loss: silent where its weight is made on the device or moved
     before (`torch.tensor(w, device=device)`), comes from a caller or a call
     the file does not show (its place is not known), the loss is moved on
-    some path (`if use_gpu: criterion.cuda()`) or held by an `nn.Module`
-    (it moves with it), and where no device in reach of its construction
-    names the one its inputs are moved to (reported without a fix).
+    some path (`if use_gpu: criterion.cuda()`), used otherwise than called
+    (put in a list, handed on), or held by an `nn.Module` (it moves with
+    it); reported without a fix where no device in reach names its inputs'.
     """
 
     code = "FDV113"

@@ -166,6 +166,8 @@ def _find_losses(flow) -> list[UnmovedModel]:
         store = parents.get(maker)
         if not (type(store) is ast.Assign and store.value is maker and len(store.targets) == 1 and chain_of(store.targets[0]) == chain):
             continue
+        if not _only_called(flow, parents, chain, store):
+            continue  # put in a list, handed on, moved somewhere: what else moves it is not shown
         scope = _scope_holding(flow, parents, call)
         device = _move_text(flow, call) or sink.device
         if device is None or scope is None or _passed_to_placer(flow, chain):
@@ -179,6 +181,19 @@ def _find_losses(flow) -> list[UnmovedModel]:
         seen.add(chain)
         found.append(UnmovedModel(call, call.func, chain, device, store, scope.node, False))
     return sorted(found, key=lambda m: (m.call.lineno, m.call.col_offset))
+
+
+def _only_called(flow, parents: dict, chain: str, store: ast.Assign) -> bool:
+    """Every use of the loss's name in the file (but its one store) calls it."""
+    last = chain.rsplit(".", 1)[-1]
+    for node in ast_walk(flow.tree):
+        named = (type(node) is ast.Name and node.id == last) or (type(node) is ast.Attribute and node.attr == last)
+        if not named or node is store.targets[0]:
+            continue
+        parent = parents.get(node)
+        if not (type(parent) is ast.Call and parent.func is node) or chain_of(node) != chain:
+            return False
+    return True
 
 
 def _move_text(flow, call: ast.Call) -> str | None:
