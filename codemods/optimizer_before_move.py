@@ -11,6 +11,8 @@ from fixdev.engine.source import line_start
 
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import MODULE_SELF_METHODS, OPTIMIZER, Device, What, ast_walk
+from fixdev.analysis.flow.vocabulary import MODULE_WRAPPERS
+from fixdev.analysis.project import LOADS_PREFIX, loaded_parameters
 
 PARAMETER_CALLS = frozenset({"parameters", "named_parameters"})
 # Module methods that may run between the optimizer and the model's move when
@@ -30,7 +32,19 @@ class OptimizerBeforeMove(Rule):
     Finds `optimizer.load_state_dict(...)` on a `torch.optim` optimizer built
     from a model's parameters, where the model is moved to a device
     (`model.to(device)`, `model.cuda()`) only after the state was loaded, and
-    moves the model's move up to just before the optimizer is built.
+    moves the model's move up to just before the optimizer is built; where
+    there is no one such place (an optimizer made in several branches, the
+    model run or copied between), up to just before the statement of the
+    move's block that holds the load (`if args.resume: ...`), past a wrapper
+    of the model (`model = nn.DataParallel(model)`: the wrapped module is
+    the one moved). The finding is at the move when the fix moves it, and
+    at the load when it is reported without a fix. Also reported (without
+    a fix): a call of a function, of this file or another of the run, that
+    loads state dicts into the model and an optimizer it is given
+    (`load_epoch(path, model, optimizer)` calling `optimizer.load_state_dict`
+    and `model.load_state_dict`), with the model moved only after the call;
+    the optimizer is one made by `torch.optim` or given to a
+    `torch.optim.lr_scheduler` class.
 
     ## Why is this bad?
     `Optimizer.load_state_dict` puts the loaded state (momentum buffers, Adam's
@@ -63,7 +77,13 @@ class OptimizerBeforeMove(Rule):
     optimizer, counting them, `load_state_dict`, `train()`/`eval()`,
     `print(model)`), does not rebind it or anything the move reads, and calls
     none of the file's own functions; the move statement (with its comments,
-    or its `if args.cuda:` guard) is moved whole.
+    or its `if args.cuda:` guard) is moved whole. Moved to just before the
+    load instead, the model is on the device when the state is loaded and
+    through the code between (the same checks), and is moved before its
+    wrapper is built rather than after: the same module ends up on the
+    device. An optimizer made before an in-place move steps the moved
+    parameters (`Module.to` keeps the `Parameter` objects), so a move after
+    the optimizer is built and before the load is right.
 
     ## When it stays silent
     When the model is moved before the state is loaded, when the move is not
@@ -72,25 +92,33 @@ class OptimizerBeforeMove(Rule):
     optimizers whose parameters come from something other than
     `model.parameters()` (or parameter groups gathered from it before the
     optimizer is made: `params += [{"params": [v]}]` in a loop over
-    `model.named_parameters()`). Reported without a fix: the move in another block or
-    function than the optimizer's construction (`if args.cuda:` below an
-    `if resume:` branch), a move of the model under another name
-    (`model_without_ddp = model`), an optimizer made in several places, and
-    code between that uses the model otherwise (runs it, copies it, passes it
-    to a function).
+    `model.named_parameters()`). Reported without a fix: the move in another
+    function than the load, or after a branch that also builds the model
+    (`if package: model = load(package); ...; optimizer.load_state_dict(...)`
+    then `if args.cuda: model.cuda()` below it), a move of the model under
+    another name (`model_without_ddp = model`), a wrapper built by a call
+    (`nn.DataParallel(model, device_ids=pick())`), and code between that
+    uses the model otherwise (runs it, copies it, passes it to a function)
+    on both paths up. Silent for a loading function that moves anything
+    itself (`model.to(device)` before the load, the optimizer's state after
+    it), and where the argument is not shown to be an optimizer.
     """
 
     code = "FDV112"
     name = "optimizer-before-move"
     group = "state"
     message = "Optimizer state loaded before the model moves stays on the old device; move the model first"
-    trigger = (r"\.load_state_dict\s*\(", r"\.(?:to|cuda)\s*\(", r"optim")
+    trigger = (r"\.(?:to|cuda)\s*\(", r"optim")
 
     @classmethod
     def screen(cls, screening) -> bool:
-        """An optimizer's ``load_state_dict`` (``visit_Module`` looks at no other call)."""
+        """An optimizer's ``load_state_dict``, or a call of a function that
+        loads state dicts into its parameters (``visit_Module`` looks at no
+        other call)."""
         flow = analysis.flow_for(screening)
-        return any(flow.value(call.func.value).ref == OPTIMIZER for call in analysis.calls_named(screening, "load_state_dict") if type(call.func) is ast.Attribute)
+        if any(flow.value(call.func.value).ref == OPTIMIZER for call in analysis.calls_named(screening, "load_state_dict") if type(call.func) is ast.Attribute):
+            return True
+        return "load" in screening.text and any(_loaded_by_helper(flow, call) for call in ast_walk(flow.tree) if type(call) is ast.Call and len(call.args) > 1)
 
     VALID = [
         # moved first: the state is loaded onto the device
@@ -138,12 +166,14 @@ class OptimizerBeforeMove(Rule):
             "        groups.append({'params': [p]})\n    model.to(device)\n    optimizer = torch.optim.SGD(groups, lr=0.1)\n"
             "    optimizer.load_state_dict(state)\n    return optimizer\n",
         ),
-        # the move is in another block than the optimizer: reported
+        # made in two branches: the move goes up to just before the branch holding the load
         Invalid(
             "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nif resume:\n"
             "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    optimizer.load_state_dict(state)\n"
             "else:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel.cuda()\n",
-            None,
+            "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nmodel.cuda()\nif resume:\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    optimizer.load_state_dict(state)\n"
+            "else:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
         ),
         # the model runs in between: moving it first would change that
         Invalid(
@@ -160,6 +190,29 @@ class OptimizerBeforeMove(Rule):
         for load in ast_walk(flow.tree):
             if type(load) is ast.Call and type(load.func) is ast.Attribute and load.func.attr == "load_state_dict":
                 self._check(flow, parents, load)
+            elif type(load) is ast.Call and len(load.args) > 1:
+                self._check_helper(flow, parents, load)
+
+    def _check_helper(self, flow, parents: dict, call: ast.Call) -> None:
+        """``load_checkpoint(path, model, optimizer)``, a function (of this
+        file or another of the run) that loads state dicts into the model and
+        an optimizer it is given, with the model moved only after the call:
+        reported (what else the function does with the model is not shown)."""
+        loaded = _loaded_by_helper(flow, call)
+        scope = _scope_of(parents, call)
+        given = [call.args[i] for i in loaded if i < len(call.args) and type(call.args[i]) is not ast.Starred]
+        optimizers = [a for a in given if _is_optimizer(flow, parents, scope, a)]
+        models = {chain_of(a) for a in given if a not in optimizers and chain_of(a) is not None}
+        if not optimizers or not models or not isinstance(scope, (*FUNCTION_DEFS, ast.Module)):
+            return
+        for model in (a for a in given if chain_of(a) in models):
+            before = {placement for placement, _ in flow.where(model)}
+            if before and all(isinstance(placement, Device) for placement in before):
+                return  # on a device when its state (and the optimizer's) is loaded
+        moves = [m for m in _moves(flow, scope, models, frozenset(), any_receiver=True) if position_of(m) > position_of(call) and _runs_after(parents, call, m)]
+        if moves:
+            name = chain_of(call.func) or "the call"
+            self.report_at(*flow.span(call), f"`{name}` loads the optimizer's state before `{chain_of(moves[0].func.value)}` moves to its device, so the state stays on the old device; move the model first")
 
     def _check(self, flow, parents: dict, load: ast.Call) -> None:
         optimizer = flow.value(load.func.value)
@@ -191,12 +244,19 @@ class OptimizerBeforeMove(Rule):
         if before and all(isinstance(placement, Device) for placement in before):
             return  # already on a device when the state was loaded
         moved_chain = chain_of(receiver)
-        fix, fix_message = (), ""
-        if len(makers) == 1 and all(_covers(moved_chain, chain) for chain in models):
-            made = self._fix(flow, parents, makers[0], load, move, moved_chain)
+        fix, fix_message, made = (), "", None
+        if all(_covers(moved_chain, chain) for chain in models):
+            if len(makers) == 1:
+                made = self._fix(flow, parents, makers[0], load, move, moved_chain)
+            if made is None:  # made in several places, or used between: up to just before the load
+                made = self._fix_before_load(flow, parents, load, move, moved_chain)
             if made is not None:
                 fix, fix_message = made
-        self.report_at(*flow.span(load), fix=fix, fix_message=fix_message)
+        if fix:  # the move is what the fix puts elsewhere: the finding is there, naming the load
+            message = f"`{moved_chain}` moves to its device after its optimizer's state was loaded (line {load.lineno}), which stays on the old device; move it first"
+            self.report_at(*flow.span(move), message, fix=fix, fix_message=fix_message)
+        else:
+            self.report_at(*flow.span(load), fix=fix, fix_message=fix_message)
 
     # -- the fix: the move statement goes just before the optimizer's construction ----
 
@@ -219,6 +279,27 @@ class OptimizerBeforeMove(Rule):
             return None
         return self._edits(flow, block, first, last, statement, chain)
 
+    def _fix_before_load(self, flow, parents: dict, load: ast.Call, move: ast.Call, chain: str) -> tuple[tuple[Edit, ...], str] | None:
+        """The move goes up to just before the statement of its own block
+        that holds the load (``if args.resume: ...``), past the code between
+        that leaves it unchanged and past a wrapper of the model
+        (``model = nn.DataParallel(model)``: moving the model then wrapping it
+        puts the same module on the device)."""
+        statement = _move_statement(parents, move, chain)
+        block = _block_of(parents, statement) if statement is not None else None
+        holder = _statement_of(parents, load)
+        while holder is not None and not (block is not None and any(s is holder for s in block)):
+            holder = parents.get(holder)
+        if holder is None:
+            return None
+        first = next(i for i, s in enumerate(block) if s is holder)
+        last = next(i for i, s in enumerate(block) if s is statement)
+        between = [s for s in block[first:last] if not _wraps(flow, s, chain)]
+        if first >= last or not self._between_is_unchanged(flow, parents, between, statement, move, chain):
+            return None
+        made = self._edits(flow, block, first, last, statement, chain)
+        return None if made is None else (made[0], f"Move `{chain}` to its device before the optimizer's state is loaded")
+
     def _between_is_unchanged(self, flow, parents: dict, between: list, statement: ast.stmt, move: ast.Call, chain: str) -> bool:
         """Nothing between the optimizer and the move uses the model in a way
         the move changes, rebinds what the move reads, or calls the file's own
@@ -232,7 +313,9 @@ class OptimizerBeforeMove(Rule):
         for node in (n for s in between for n in ast_walk(s)):
             if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 stored = chain_of(node)
-                if stored is not None and (stored.split(".")[0] in reads or stored in read_chains or _covers(stored, chain) or _covers(chain, stored)):
+                # `args.resume = ...` leaves the `args.cuda` the move reads alone
+                rebinds = stored in reads if "." not in (stored or ".") else any(_covers(stored, c) or _covers(c, stored) for c in read_chains)
+                if stored is not None and (rebinds or _covers(stored, chain) or _covers(chain, stored)):
                     return False
             if isinstance(node, ast.Call):
                 func = node.func
@@ -290,6 +373,10 @@ class OptimizerBeforeMove(Rule):
         # above the first statement of a block is its header, never a comment line
         insert_at = _comments_above(text, insert_at, flow.span(block[first - 1])[1] if first > 0 else 0, indent)
         moved = text[cut_start:cut_end]
+        # a paragraph of its own (blank lines on both sides) stays one where it goes
+        blank_after = _LINE_BREAK.search(text, cut_end)
+        if blank_after is not None and not text[cut_end : blank_after.start()].strip() and _blank_line_above(text, cut_start) and _blank_line_above(text, insert_at):
+            moved, cut_end = moved + text[cut_end : blank_after.end()], blank_after.end()
         edits = (Edit(insert_at, insert_at, moved), Edit(cut_start, cut_end, ""))
         facts = analysis.of(self)
         anchor = facts.statement_at(made_start)
@@ -404,17 +491,20 @@ def _same_self(parents: dict, maker: ast.Call, scope: ast.AST, chain: str) -> bo
 # -- the model's moves ------------------------------------------------------------------
 
 
-def _moves(flow, scope: ast.AST, models: set[str], identity: frozenset) -> list[ast.Call]:
+def _moves(flow, scope: ast.AST, models: set[str], identity: frozenset, any_receiver: bool = False) -> list[ast.Call]:
     """``X.to(device)`` / ``X.cuda()`` in ``scope`` (not in nested functions)
     that move one of ``models`` (or a module holding it, or the same module
-    under another name) onto a device."""
+    under another name) onto a device; ``any_receiver``: also where the flow
+    does not know ``X`` for a module (a state dict was loaded into it), as a
+    statement of its own."""
     found = []
     for node in _own_nodes(scope):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda")):
             continue
         chain = chain_of(node.func.value)
         receiver = flow.value(node.func.value)
-        if chain is None or receiver.what is not What.MODULE:
+        unknown = any_receiver and receiver.what is What.UNKNOWN and chain in models and bool(node.args) is (node.func.attr == "to")
+        if chain is None or (receiver.what is not What.MODULE and not unknown):
             continue
         alias = isinstance(receiver.parts, frozenset) and receiver.parts & identity
         if not alias and not any(_covers(chain, model) for model in models):
@@ -441,6 +531,55 @@ def _move_statement(parents: dict, move: ast.Call, chain: str) -> ast.stmt | Non
     if isinstance(guard, ast.If) and guard.body == [statement] and not guard.orelse and not any(isinstance(n, ast.Call) and not _device_call(n) for n in ast_walk(guard.test)):
         return guard
     return statement
+
+
+def _loaded_by_helper(flow, call: ast.Call) -> tuple:
+    """The positions of ``call``'s arguments its callee loads a state dict
+    into: a module-level function of this file, or (through the run's other
+    files, ``project.loaded_parameters``) of another."""
+    func = call.func
+    if type(func) is ast.Name:
+        found = flow.index.module.defs.get(func.id)
+        if type(found) in FUNCTION_DEFS and flow.index.module.counts.get(func.id) == 1:
+            return loaded_parameters(found)
+    ask = getattr(flow.project, "fact", None)
+    name = flow.qualified_name(func) if ask is not None and type(func) in (ast.Name, ast.Attribute) else None
+    if name is None or name.startswith(("torch.", "numpy.")):
+        return ()
+    answer = ask(LOADS_PREFIX + name)
+    return answer if isinstance(answer, tuple) and all(type(i) is int for i in answer) else ()
+
+
+def _is_optimizer(flow, parents: dict, scope: ast.AST, argument: ast.expr) -> bool:
+    """``argument`` is an optimizer: made by ``torch.optim``, or given first to
+    a ``torch.optim.lr_scheduler`` class in the same scope."""
+    if flow.value(argument).ref == OPTIMIZER:
+        return True
+    chain = chain_of(argument)
+    for node in _own_nodes(scope) if chain is not None else ():
+        if isinstance(node, ast.Call) and node.args and chain_of(node.args[0]) == chain:
+            name = flow.qualified_name(node.func) or ""
+            if name.startswith("torch.optim.lr_scheduler."):
+                return True
+    return False
+
+
+def _wraps(flow, statement: ast.stmt, chain: str) -> bool:
+    """``model = nn.DataParallel(model)`` (or DDP), alone or under an ``if``
+    holding only it."""
+    if isinstance(statement, ast.If) and len(statement.body) == 1 and not statement.orelse:
+        if any(isinstance(n, ast.Call) for n in ast_walk(statement.test)):
+            return False
+        statement = statement.body[0]
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and chain_of(statement.targets[0]) == chain):
+        return False
+    wrapper = flow.value(statement.value)
+    call = statement.value
+    return (
+        isinstance(call, ast.Call) and type(wrapper.ref) is tuple and wrapper.ref[1] in MODULE_WRAPPERS
+        and bool(call.args) and chain_of(call.args[0]) == chain
+        and not any(isinstance(n, ast.Call) for a in (*call.args, *(k.value for k in call.keywords)) for n in ast_walk(a))
+    )
 
 
 def _device_call(node: ast.AST) -> bool:
@@ -601,6 +740,14 @@ def _reads(statement: ast.stmt) -> set[str]:
 def _own_definitions(flow) -> set[str]:
     """Names of the file's functions and classes."""
     return {n.name for n in ast_walk(flow.tree) if isinstance(n, (*FUNCTION_DEFS, ast.ClassDef))}
+
+
+def _blank_line_above(text: str, start: int) -> bool:
+    """The line before the one starting at ``start`` holds only blanks."""
+    if start == 0:
+        return False
+    above = line_start(text, start - 1 - (start > 1 and text[start - 2 : start] == "\r\n"))
+    return not text[above:start].strip()
 
 
 def _comments_above(text: str, start: int, floor: int, indent: str) -> int:

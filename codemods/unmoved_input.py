@@ -11,6 +11,7 @@ from fixdev.engine.rule import Edit, Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import ENCODING, HOST, What, ast_walk
+from fixdev.analysis.paired_moves import paired_moves
 from fixdev.analysis.sibling_moves import sibling_moves
 
 # Where a plain class keeps its device (`self.device`), or a move (a plain
@@ -77,6 +78,12 @@ class UnmovedInput(Rule):
       sibling goes in as a tensor argument of transformers' models
       (`attention_mask`, `token_type_ids` …): `mask.to(d)`, or `mask.to(d)
       if mask is not None else None` where it may be `None`.
+    - another model's tensors updating the class's own in place (an EMA, a
+      soft target update): `for mine, theirs in zip(self.shadow.parameters(),
+      model.parameters()): mine.lerp_(theirs, w)` (also `.buffers()`,
+      `.state_dict().values()`, `add_`, `mul_` …) where another loop of the
+      class over such pairs moves them (`mine.copy_(theirs.to(device=
+      self.device))`): `theirs.to(device=self.device)`, the same move.
     Only the values that reach the device are moved (labels only when they
     meet the model's output, in the loss).
 
@@ -144,6 +151,10 @@ class UnmovedInput(Rule):
     `lengths` of a packed sequence stay on the CPU; a string or an option
     from the container has no `.to`), moved somewhere in the function, or
     read from another container.
+    Silent for another model's tensors where no loop of the class moves
+    them, where the move names anything but the instance's attributes (a
+    device the method is given), and for `copy_`, which copies across
+    devices.
     Silent in the CPU arm of a CUDA test (the `else:` of `if use_cuda:`, the
     body of `if not args.cuda:`) when what is on the device got there only in
     that same test's CUDA arm (`if use_cuda: model.cuda()`): on every run
@@ -168,6 +179,7 @@ class UnmovedInput(Rule):
             analysis.has_sink(screening, "module-input", "operand", "unplaced")
             or (ENTRY_TEXT.search(screening.text) is not None and analysis.has_entry(screening))
             or (".to(" in screening.text and bool(sibling_moves(analysis.flow_for(screening))))
+            or ("zip(" in screening.text and bool(paired_moves(analysis.flow_for(screening))))
         )
 
     VALID = [
@@ -357,6 +369,12 @@ class UnmovedInput(Rule):
             name = met.arg.id
             moved = f"{name}.to({met.device}) if {name} is not None else None" if met.maybe_none else f"{name}.to({met.device})"
             self.report_at(start, end, fix=(Edit(start, end, moved),), fix_message=f"Move `{name}` to `{met.device}`, as its sibling from `{met.container}` is")
+        for met in paired_moves(flow):  # another model's tensors, where the class moves them elsewhere
+            start, end = flow.span(met.arg)
+            if start not in reported:
+                name = met.arg.id
+                self.report_at(start, end, f"`{name}` (another model's tensor) meets the class's own in place unmoved, while its other loops move them with `.to({met.device})`",
+                               fix=(Edit(start, end, f"{name}.to({met.device})"),), fix_message=f"Move `{name}` with `.to({met.device})`, as the class's other loops do")
         if ENTRY_TEXT.search(self.context.text):
             entries: dict[ast.AST, list] = {}
             for met in flow.entry_moves():

@@ -12,7 +12,7 @@ import libcst as cst
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 
 from fixdev.analysis import file_analysis as analysis, placement
-from fixdev.analysis.unmoved_model import unmoved_models
+from fixdev.analysis.unmoved_model import move_before, unmoved_losses, unmoved_models
 from fixdev.analysis.file_analysis import TENSOR_FACTORIES, TENSOR_METHODS
 from fixdev.analysis.flow import LIGHTNING_MODULES, NOT_MODULES, ast_walk
 
@@ -106,6 +106,12 @@ class UnregisteredSubmodule(Rule):
     module-level `DEVICE`), `self.model = model.to(DEVICE)` where it is
     stored; one it builds there (`self.policy = Policy()`) while sending the
     inputs to its `self.device`, set before: `Policy().to(self.device)`.
+    And a torch.nn loss given a weight the code makes on the host
+    (`nn.CrossEntropyLoss(weight=torch.tensor([1.0, 3.0]))`, `pos_weight=`,
+    a `torch.from_numpy` array), never moved, called with tensors on a
+    device: `.to(device)` where it is built (`criterion =
+    nn.CrossEntropyLoss(weight=w).to(device)`; in a plain class,
+    `.to(self.device)` when `self.device` is set before).
 
     ## Why is this bad?
     `nn.Module` only knows the sub-modules it holds as attributes or in its
@@ -114,7 +120,9 @@ class UnregisteredSubmodule(Rule):
     them), and `model.to(device)` / `.cuda()` / `.half()` / `.eval()` never
     reach them: on a GPU the first `forward` raises `Expected all tensors to
     be on the same device`. A layer built in `forward` starts on the CPU,
-    with fresh random weights, at every call.
+    with fresh random weights, at every call. A weighted loss holds its
+    `weight` as a buffer where it was made: `criterion(logits, labels)` with
+    both on the GPU raises the same error.
 
     ## Example
     ```python
@@ -156,7 +164,8 @@ class UnregisteredSubmodule(Rule):
     too: `.to()` moves the caller's model in place, and one the caller
     placed elsewhere on purpose (sharded, kept on the CPU) moves; where the
     file names such a wrapper (`device_map`, DDP, `accelerate`, an EMA
-    copy …) it is reported without a fix.
+    copy …) it is reported without a fix. Moving a weighted loss is safe: a
+    loss has no parameters, and `.to(device)` moves only its weight buffers.
 
     ## When it stays silent
     When any element is not a known construction (a name or call the file
@@ -176,7 +185,13 @@ class UnregisteredSubmodule(Rule):
     moves the model with the device it passes), where the inputs go to the
     model's own device, inside an `nn.Module`'s methods, where the model is
     loaded whole (`torch.load`) or given to a call that may place it (one
-    naming a device or a wrapper), and for parameter-free layers.
+    naming a device or a wrapper), and for parameter-free layers. For a
+    weighted loss: silent where its weight is made on the device or moved
+    before (`torch.tensor(w, device=device)`), comes from a caller or a call
+    the file does not show (its place is not known), the loss is moved on
+    some path (`if use_gpu: criterion.cuda()`), used otherwise than called
+    (put in a list, handed on), or held by an `nn.Module` (it moves with
+    it); reported without a fix where no device in reach names its inputs'.
     """
 
     code = "FDV113"
@@ -198,7 +213,7 @@ class UnregisteredSubmodule(Rule):
         text = screening.text
         if "Module" in text and _STORE_TEXT.search(text) and cls._screen_classes(screening):
             return True
-        return _MOVE_TEXT.search(text) is not None and bool(unmoved_models(analysis.flow_for(screening)))
+        return _MOVE_TEXT.search(text) is not None and bool(unmoved_models(analysis.flow_for(screening)) or unmoved_losses(analysis.flow_for(screening)))
 
     @classmethod
     def _screen_classes(cls, screening) -> bool:
@@ -237,6 +252,8 @@ class UnregisteredSubmodule(Rule):
         return False
 
     VALID = [
+        # the loss's weight is made on the device
+        "import torch\nimport torch.nn as nn\ndef step(model, x, y, device):\n    model.to(device)\n    w = torch.tensor([1.0, 3.0], device=device)\n    return nn.CrossEntropyLoss(weight=w)(model(x.to(device)), y.to(device))\n",
         # the caller chooses the device, and moves the model with it
         "import torch\ndef evaluate(model, loader, device):\n    for x in loader:\n        model(x.to(device))\n",
         # already registered
@@ -263,6 +280,13 @@ class UnregisteredSubmodule(Rule):
         "import torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return nn.Linear(x.shape[-1], 2).to(x.device)(x)\n",
     ]
     INVALID = [
+        # a loss given a weight made on the host, never moved (a safe fix)
+        Invalid(
+            "import torch\nimport torch.nn as nn\ndef step(model, x, y, device):\n    model.to(device)\n    w = torch.tensor([1.0, 3.0])\n"
+            "    criterion = nn.CrossEntropyLoss(weight=w)\n    return criterion(model(x.to(device)), y.to(device))\n",
+            "import torch\nimport torch.nn as nn\ndef step(model, x, y, device):\n    model.to(device)\n    w = torch.tensor([1.0, 3.0])\n"
+            "    criterion = nn.CrossEntropyLoss(weight=w).to(device)\n    return criterion(model(x.to(device)), y.to(device))\n",
+        ),
         # a model never moved, fed inputs moved to the device
         Invalid(
             "import torch, torch.nn as nn\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
@@ -338,42 +362,21 @@ class UnregisteredSubmodule(Rule):
         if _MOVE_TEXT.search(self.context.text) is None:
             return
         flow = analysis.flow_of(self)
-        for met in unmoved_models(flow):
-            fix = ()
+        losses = unmoved_losses(flow)
+        for met in (*(m for m in unmoved_models(flow) if m.chain not in {loss.chain for loss in losses}), *losses):
+            loss = met in losses
             if met.store is not None:  # self.model = model: moved where it is stored
                 at = start, end = flow.span(met.store.value)
                 plain = isinstance(met.store.value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
                 value = self.context.text[start:end] if plain else f"({self.context.text[start:end]})"
-                fix = (Edit(start, end, f"{value}.to({met.device})"),)
+                bound = not loss or placement.expression_bound_at(facts := analysis.of(self), met.device, facts.statement_at(flow.span(met.store)[0]))
+                fix = (Edit(start, end, f"{value}.to({met.device})"),) if bound else ()
             else:
                 at = flow.span(met.model)
-                fix = self._move_before(flow, met)
-            self.report_at(
-                *at, f"Model `{met.chain}` is never moved, while its inputs are moved to `{met.device}`",
-                fix=() if met.placers else fix, fix_message=f"Move `{met.chain}` to `{met.device}`",
-                origins=() if met.store is None else (flow.span(met.model),),
-            )
-
-    def _move_before(self, flow, met) -> tuple[Edit, ...]:
-        """``model = model.to(device)`` before the statement holding the call,
-        or before the outermost loop holding it in its function, where both
-        names are bound and the loop does not rebind the model."""
-        parents, facts = flow.ast_parents(), analysis.of(self)
-        statement, chain = met.call, []
-        while statement is not None and statement is not met.scope:
-            if isinstance(statement, ast.stmt) and (not chain or isinstance(statement, (ast.For, ast.AsyncFor, ast.While))):
-                chain.append(statement)
-            statement = parents.get(statement)
-        for candidate in reversed(chain):
-            if candidate is not chain[0] and any(isinstance(n, ast.Name) and n.id == met.chain and isinstance(n.ctx, ast.Store) for n in ast_walk(candidate)):
-                continue
-            anchor = facts.statement_at(flow.span(candidate)[0])
-            block = facts.parent(anchor) if anchor is not None else None
-            if not isinstance(block, (cst.Module, cst.IndentedBlock)) or not placement.expression_bound_at(facts, f"{met.device}, {met.chain}", anchor):
-                continue
-            line = f"{met.chain} = {met.chain}.to({met.device})"
-            return (placement.lines_before(self, block, facts.index_in(block.body, anchor), [line]),)
-        return ()
+                fix = move_before(self, flow, met)
+            what = f"Loss `{met.chain}` holds its weight on the host and is never moved" if loss else f"Model `{met.chain}` is never moved"
+            self.report_at(*at, f"{what}, while its inputs are moved to `{met.device}`", unsafe=False if loss else None, fix=() if met.placers else fix,
+                           fix_message=f"Move `{met.chain}` to `{met.device}`", origins=() if met.store is None else (flow.span(met.model),))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         facts = analysis.of(self)

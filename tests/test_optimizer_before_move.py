@@ -35,6 +35,29 @@ FIXED = [
         "def f(model, state, device):\n    model.to(device)\n    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad])\n    model.eval()\n    opt.load_state_dict(state)\n    return opt\n",
         id="gathered-parameters",
     ),
+    # no one place before the optimizer: the move goes up to just before the load
+    pytest.param(
+        "def f(model, state, device, fresh):\n    if fresh:\n        opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    else:\n        opt = torch.optim.Adam(model.parameters())\n"
+        "    opt.load_state_dict(state)\n    model.to(device)\n    return opt\n",
+        "def f(model, state, device, fresh):\n    if fresh:\n        opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    else:\n        opt = torch.optim.Adam(model.parameters())\n"
+        "    model.to(device)\n    opt.load_state_dict(state)\n    return opt\n",
+        id="made-in-two-places",
+    ),
+    # past a wrapper: the wrapped model is the one moved
+    pytest.param(
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model)\n    model.to(device)\n    return opt\n",
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model.to(device)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model)\n    return opt\n",
+        id="wrapped-between",
+    ),
+    # the model runs before the resume branch: the move goes up to just before
+    # it; `args.start = ...` leaves the `args.cuda` the move reads alone
+    pytest.param(
+        "def f(model, args):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    print(model(torch.zeros(1, 2)))\n\n    if args.resume:\n        state = torch.load(args.resume, map_location='cpu')\n"
+        "        opt.load_state_dict(state['opt'])\n        args.start = state['epoch']\n\n    if args.cuda:\n        model.cuda()\n\n    return opt\n",
+        "def f(model, args):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    print(model(torch.zeros(1, 2)))\n\n    if args.cuda:\n        model.cuda()\n\n    if args.resume:\n        state = torch.load(args.resume, map_location='cpu')\n"
+        "        opt.load_state_dict(state['opt'])\n        args.start = state['epoch']\n\n    return opt\n",
+        id="resume-branch",
+    ),
 ]
 
 
@@ -75,13 +98,8 @@ REPORTED = [
         id="alias-runs-between",
     ),
     pytest.param(
-        "def f(model, state, device, fresh):\n    if fresh:\n        opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    else:\n        opt = torch.optim.Adam(model.parameters())\n"
-        "    opt.load_state_dict(state)\n    model.to(device)\n    return opt\n",
-        id="made-in-two-places",
-    ),
-    pytest.param(
-        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model)\n    model.to(device)\n    return opt\n",
-        id="model-rebound-between",
+        "def f(model, state, device):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    opt.load_state_dict(state)\n    model = nn.DataParallel(model, device_ids=ids())\n    model.to(device)\n    return opt\n",
+        id="wrapped-with-a-call-between",
     ),
 ]
 
@@ -128,3 +146,42 @@ def test_a_move_of_the_model_under_another_name_is_reported(tmp_path, fixdev):
     findings, text = _run(tmp_path, fixdev, HEAD + before)
     assert [f["code"] for f in findings] == ["FDV112"] and findings[0]["fix"] is None
     assert text == HEAD + before
+
+
+HELPER = (
+    "import torch\n\n\ndef load_epoch(path, model, optimizer):\n    state = torch.load(path, map_location='cpu')\n"
+    "    model.load_state_dict(state['model'])\n    optimizer.load_state_dict(state['optimizer'])\n"
+)
+CALLER = (
+    "import torch\nfrom torch import optim\nimport checkpoints\n\n\ndef train(model, make_optimizer, path, device):\n"
+    "    optimizer = make_optimizer(model)\n    scheduler = optim.lr_scheduler.StepLR(optimizer, 10)\n"
+    "    checkpoints.load_epoch(path, model, optimizer)\n    model.to(device)\n    return optimizer, scheduler\n"
+    "\n\nif __name__ == '__main__':\n    from models import build, build_optimizer\n    train(build(), build_optimizer, 'last.pt', 'cuda')\n"  # a script: it runs (a report in dead code is dropped)
+)
+
+
+def _run_files(tmp_path, fixdev, files: dict):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    check = fixdev("--output-format", "json", "--no-cache", "--select", "FDV112", ".", cwd=tmp_path)
+    return json.loads(check.stdout)
+
+
+def test_a_helper_of_another_file_loading_the_optimizer_is_reported(tmp_path, fixdev):
+    """The optimizer (shown one by the scheduler it is given) and the model go to
+    another file's function that loads both; the model moves only after."""
+    findings = _run_files(tmp_path, fixdev, {"checkpoints.py": HELPER, "train.py": CALLER})
+    assert [(f["filename"].split("/")[-1], f["code"], f["location"]["row"], f["fix"]) for f in findings] == [("train.py", "FDV112", 9, None)]
+
+
+@pytest.mark.parametrize(
+    "helper, caller",
+    [
+        pytest.param(HELPER.replace("    model.load_state_dict", "    model.to('cuda')\n    model.load_state_dict"), CALLER, id="helper-moves"),
+        pytest.param(HELPER, CALLER.replace("    scheduler = optim.lr_scheduler.StepLR(optimizer, 10)\n", "    scheduler = None\n"), id="not-shown-an-optimizer"),
+        pytest.param(HELPER, CALLER.replace("    model.to(device)\n    return", "    return").replace("    optimizer = make", "    model.to(device)\n    optimizer = make"), id="moved-first"),
+        pytest.param(HELPER.replace("optimizer.load_state_dict", "print"), CALLER, id="optimizer-not-loaded"),
+    ],
+)
+def test_a_helper_that_does_not_show_the_bug_is_silent(tmp_path, fixdev, helper, caller):
+    assert _run_files(tmp_path, fixdev, {"checkpoints.py": helper, "train.py": caller}) == []

@@ -53,6 +53,7 @@ _AMBIGUOUS = object()
 # FileFacts' question for `is_library` (not a module's name: it holds a space)
 LIBRARY_QUESTION = "is imported"
 CLASS_PREFIX = "class "  # FileFacts' questions about a base class, and _Summary's
+LOADS_PREFIX = "loads "  # FileFacts' questions about the parameters a function loads a state dict into
 
 
 class Project:
@@ -122,9 +123,10 @@ class Project:
 
     # -- answers ---------------------------------------------------------------------
 
-    def answer(self, name: str, importer: str, depth: int = 0) -> tuple | None:
+    def answer(self, name: str, importer: str, depth: int = 0, prefix: str = "") -> tuple | None:
         """The fact about what the function ``name`` (as ``importer`` imports
-        it) returns; None when unknown."""
+        it) returns; None when unknown. ``prefix``: another question about the
+        function (``LOADS_PREFIX``: the parameters it loads a state dict into)."""
         level = len(name) - len(name.lstrip("."))
         parts = name[level:].split(".")
         if not all(parts) or (not level and parts[0] in _KNOWN_ROOTS):
@@ -137,7 +139,7 @@ class Project:
                 return None
             if path is not None:
                 attribute = parts[cut:]
-                return self._fact(path, ".".join(attribute), depth) if len(attribute) <= 2 else None
+                return self._fact(path, ".".join(attribute), depth, prefix) if len(attribute) <= 2 else None
         return None
 
     def _module_file(self, module: str, importer: str):
@@ -198,18 +200,18 @@ class Project:
         where = os.path.join(base, *dotted.split(".")) if dotted else base
         return {path for path in (where + ".py", os.path.join(where, "__init__.py")) if path in self.files and (dotted or path.endswith("__init__.py"))}
 
-    def _fact(self, path: str, name: str, depth: int) -> tuple | None:
-        key = (path, name)
+    def _fact(self, path: str, name: str, depth: int, prefix: str = "") -> tuple | None:
+        key = (path, prefix + name)
         if key in self._facts:
             return self._facts[key]
         self._facts[key] = None  # an import cycle between re-exports answers unknown
         summary = self._summaries.get(path)
         if summary is None:
             summary = self._summaries[path] = _Summary(path, self.use_cache)
-        kind, said = summary.binding(name, self._summaries)
+        kind, said = summary.binding(prefix + name, self._summaries)
         fact = said if kind == "fact" else None
         if kind == "via" and depth < _MAX_REEXPORTS:  # re-exported: `from .loader import load_batch`
-            fact = self.answer(said, path, depth + 1)
+            fact = self.answer(said, path, depth + 1, prefix)
         self._facts[key] = fact
         return fact
 
@@ -252,11 +254,14 @@ class _Summary:
         flow = self._flow(others)
         if name.startswith(CLASS_PREFIX):
             return _class_binding(flow, name[len(CLASS_PREFIX) :]) if flow is not None else ("none", ())
-        bound = flow.module_binding(name) if flow is not None else None
+        loads = name.startswith(LOADS_PREFIX)
+        bound = flow.module_binding(name[len(LOADS_PREFIX) :] if loads else name) if flow is not None else None
         if type(bound) is str:
             return ("via", bound)
         if bound is None:
             return ("fact", None)
+        if loads:
+            return ("fact", loaded_parameters(bound) or None)
         returned = flow.returned(bound)
         fact = _fact_of(returned, _parameters(bound), 0) if returned is not None else None
         if fact is not None and _made_from_parameters(bound, fact):
@@ -424,6 +429,8 @@ class FileFacts:
                     self._asked[name] = (self.project.is_library(self.path),)
                 elif name.startswith(CLASS_PREFIX):
                     self._asked[name] = (self.project.is_module_class(name[len(CLASS_PREFIX) :], self.path),)
+                elif name.startswith(LOADS_PREFIX):
+                    self._asked[name] = self.project.answer(name[len(LOADS_PREFIX) :], self.path, prefix=LOADS_PREFIX)
                 else:
                     self._asked[name] = self.project.answer(name, self.path)
             except RecursionError:
@@ -464,6 +471,29 @@ class FileFacts:
     def agrees(self, used: tuple) -> bool:
         """Whether the project answers every question of ``used`` as it did then."""
         return all(self.fact(name) == fact for name, fact in used)
+
+
+def loaded_parameters(function: ast.AST) -> tuple:
+    """The positions of ``function``'s parameters it calls ``.load_state_dict(...)``
+    on in its own body (``def load(path, model, optimizer)``: ``(1, 2)``);
+    none for a function that moves anything (``model.to(device)`` before the
+    load, or the optimizer's state after it: where its tensors end up is the
+    function's business)."""
+    if type(function) not in (ast.FunctionDef, ast.AsyncFunctionDef):
+        return ()
+    names = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    found, stack = set(), list(function.body)
+    while stack:
+        node = stack.pop()
+        if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef):
+            continue
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in ("to", "cuda", "cpu"):
+            return ()
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "load_state_dict":
+            if type(node.func.value) is ast.Name and node.func.value.id in names:
+                found.add(names.index(node.func.value.id))
+        stack.extend(ast.iter_child_nodes(node))
+    return tuple(sorted(found))
 
 
 # -- facts: a function's result reduced to what holds for any arguments ------------------

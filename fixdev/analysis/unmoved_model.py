@@ -23,6 +23,17 @@ Two shapes, each with its own evidence that nothing else moves the model:
   class builds there (``self.policy = Policy()``) while it sends the inputs
   to its own ``self.device``, set before in ``__init__``.
 
+A third shape is a loss, not a model: a torch.nn loss given a class weight
+(``nn.CrossEntropyLoss(weight=w)``, ``nn.BCEWithLogitsLoss(pos_weight=w)``)
+registers it as a buffer, so the loss holds a tensor where ``w`` was made.
+Where the code makes ``w`` on the host (a factory without ``device=``,
+``torch.from_numpy``), never moves the loss, and calls it with tensors on a
+device (``criterion(model(x), y)`` with the model and batch moved), the call
+fails; ``.to(device)`` on the loss where it is built moves its buffers and
+nothing else (``unmoved_losses``). Silent where the weight is made on the
+device or moved first, comes from a caller (its place is not shown), or the
+loss is moved on some path or handed to a call that may place it.
+
 Silent where a caller chooses the device (``def evaluate(model, loader,
 device)``: the caller moves the model with the device it passes), where the
 device is the model's own (``next(model.parameters()).device``), inside an
@@ -39,6 +50,10 @@ import re
 from dataclasses import dataclass
 
 from fixdev.analysis.flow.syntax import chain_of
+import libcst as cst
+
+from fixdev.analysis import file_analysis, placement
+from fixdev.analysis.flow.vocabulary import WEIGHTED_LOSSES
 from fixdev.analysis.flow import HOST, MOVES_INPUTS, PARAM_FREE, UNKNOWN, Device, SameAs, What, ast_walk
 
 # Text that says something else places, shards or copies models in the file.
@@ -117,6 +132,115 @@ def _find(flow) -> list[UnmovedModel]:
     if found and PLACERS.search(text) is not None:
         found = [dataclasses.replace(m, placers=True) for m in found]
     return sorted(found, key=lambda m: (m.call.lineno, m.call.col_offset))
+
+
+def unmoved_losses(flow) -> list[UnmovedModel]:
+    """Every loss given a host weight, never moved, fed device tensors (see
+    the module's doc); ``store`` is the statement that builds it."""
+    found = flow.cache.get(("unmoved-losses",))
+    if found is None:
+        text = flow.text or ""
+        weighted = "Loss" in text and (".to(" in text or ".cuda(" in text)
+        found = flow.cache[("unmoved-losses",)] = _find_losses(flow) if weighted else []
+    return found
+
+
+def _find_losses(flow) -> list[UnmovedModel]:
+    found, seen = [], set()
+    parents = flow.ast_parents()
+    for sink in flow.sinks():
+        if sink.kind != "module-on-host" or type(sink.node) is not ast.Call:
+            continue
+        call = sink.node
+        chain, loss = _model_chain(call.func), flow.value(call.func)
+        if chain is None or chain in seen or type(loss.ref) is not tuple or loss.ref[1].rsplit(".", 1)[-1] not in WEIGHTED_LOSSES:
+            continue
+        makers = {o for p, o in loss.places if p is HOST}
+        if len(makers) != 1 or len(loss.places) != 1 or type(next(iter(makers))) is not ast.Call:
+            continue  # moved on some path, or built in several places
+        maker = makers.pop()
+        positional = maker.args[:1] if loss.ref[1].rsplit(".", 1)[-1] != "MultiMarginLoss" else []
+        weights = [k.value for k in maker.keywords if k.arg in ("weight", "pos_weight")] + positional
+        if not weights or not all(_made_on_host(flow, w) for w in weights):
+            continue
+        store = parents.get(maker)
+        if not (type(store) is ast.Assign and store.value is maker and len(store.targets) == 1 and chain_of(store.targets[0]) == chain):
+            continue
+        if not _only_called(flow, parents, chain, store):
+            continue  # put in a list, handed on, moved somewhere: what else moves it is not shown
+        scope = _scope_holding(flow, parents, call)
+        device = _move_text(flow, call) or sink.device
+        if device is None or scope is None or _passed_to_placer(flow, chain):
+            continue
+        if scope.self_name and chain.startswith(f"{scope.self_name}."):
+            info = flow.index.classes.get(scope.cls)
+            if info is None or info.is_module or store is not _store(flow, scope.cls, chain.split(".", 1)[1]):
+                continue
+            if device.startswith(f"{scope.self_name}.") and not _set_before(flow, scope, device, store):
+                continue
+        seen.add(chain)
+        found.append(UnmovedModel(call, call.func, chain, device, store, scope.node, False))
+    return sorted(found, key=lambda m: (m.call.lineno, m.call.col_offset))
+
+
+def _only_called(flow, parents: dict, chain: str, store: ast.Assign) -> bool:
+    """Every use of the loss's name in the file (but its one store) calls it."""
+    last = chain.rsplit(".", 1)[-1]
+    for node in ast_walk(flow.tree):
+        named = (type(node) is ast.Name and node.id == last) or (type(node) is ast.Attribute and node.attr == last)
+        if not named or node is store.targets[0]:
+            continue
+        parent = parents.get(node)
+        if not (type(parent) is ast.Call and parent.func is node) or chain_of(node) != chain:
+            return False
+    return True
+
+
+def _move_text(flow, call: ast.Call) -> str | None:
+    """The one device argument, as written, of the moves that made the call's
+    inputs on a device (``y.to(self.device)``: ``self.device``)."""
+    texts = set()
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        for p, origin in flow.value(arg).places:
+            if type(p) is Device and _is_move(origin) and origin.func.attr == "to":
+                given = origin.args[0] if origin.args else next((k.value for k in origin.keywords if k.arg == "device"), None)
+                texts.add(ast.unparse(given) if given is not None else None)
+    return texts.pop() if len(texts) == 1 else None
+
+
+def _made_on_host(flow, weight: ast.expr) -> bool:
+    """The weight is a tensor the code makes on the host on every path."""
+    value = flow.value(weight)
+    return value.what is What.TENSOR and bool(value.places) and all(p is HOST for p, _ in value.places)
+
+
+def _scope_holding(flow, parents: dict, node: ast.AST):
+    while node is not None and type(node) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module):
+        node = parents.get(node)
+    return flow.index.scopes.get(node) if node is not None else None
+
+
+def move_before(rule, flow, met: UnmovedModel) -> tuple:
+    """The fix ``rule`` makes for a model never moved: ``model =
+    model.to(device)`` before the statement holding the call, or before the
+    outermost loop holding it in its function, where both names are bound
+    and the loop does not rebind the model."""
+    parents, facts = flow.ast_parents(), file_analysis.of(rule)
+    statement, chain = met.call, []
+    while statement is not None and statement is not met.scope:
+        if isinstance(statement, ast.stmt) and (not chain or isinstance(statement, (ast.For, ast.AsyncFor, ast.While))):
+            chain.append(statement)
+        statement = parents.get(statement)
+    for candidate in reversed(chain):
+        if candidate is not chain[0] and any(isinstance(n, ast.Name) and n.id == met.chain and isinstance(n.ctx, ast.Store) for n in ast_walk(candidate)):
+            continue
+        anchor = facts.statement_at(flow.span(candidate)[0])
+        block = facts.parent(anchor) if anchor is not None else None
+        if not isinstance(block, (cst.Module, cst.IndentedBlock)) or not placement.expression_bound_at(facts, f"{met.device}, {met.chain}", anchor):
+            continue
+        line = f"{met.chain} = {met.chain}.to({met.device})"
+        return (placement.lines_before(rule, block, facts.index_in(block.body, anchor), [line]),)
+    return ()
 
 
 def _last(node: ast.AST) -> str | None:

@@ -225,7 +225,11 @@ def torch_call(run, name: str, node: ast.Call, positional: list[Value], keywords
         if "device" in keywords and not free:  # nn.Linear(4, 4, device=device)
             places = run.target_places(keywords["device"], node)
             return Value(What.MODULE, places if places is not None else UNKNOWN_PLACES, frozenset({node}), ("instance", name))
-        return Value(What.MODULE, frozenset({(HOST, node)}), frozenset({node}), ("instance", name), PARAM_FREE if free else 0)
+        places = frozenset({(HOST, node)})
+        if leaf in WEIGHTED_LOSSES and not free:  # its weight is its buffer: it lives where that does
+            given = [keywords[k] for k in ("weight", "pos_weight") if k in keywords] + positional[: leaf != "MultiMarginLoss"]
+            places = frozenset((p, node) for v in given for p, _ in (v.places if v.what is What.TENSOR and v.places else UNKNOWN_PLACES))
+        return Value(What.MODULE, places, frozenset({node}), ("instance", name), PARAM_FREE if free else 0)
     if is_optimizer_class(name):
         return Value(What.UNKNOWN, NO_PLACES, frozenset({node}), OPTIMIZER)
     if name in NOT_OPERATIONS or name.startswith(NOT_OPERATION_PREFIXES) or "._" in name or name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
