@@ -11,6 +11,7 @@ import libcst as cst
 
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 
+from fixdev.analysis.holders import is_empty, last_name, may_hold
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.unmoved_model import move_before, unmoved_losses, unmoved_models
 from fixdev.analysis.file_analysis import TENSOR_FACTORIES, TENSOR_METHODS
@@ -224,7 +225,7 @@ class UnregisteredSubmodule(Rule):
                 if type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef):
                     continue
                 if method.name == "forward" and any(
-                    type(n) is ast.Call and _ast_last_name(n.func) in STATEFUL_LAYERS | class_names for n in ast_walk(method)
+                    type(n) is ast.Call and last_name(n.func) in STATEFUL_LAYERS | class_names for n in ast_walk(method)
                 ):
                     return True
                 if method.name != "__init__":
@@ -238,16 +239,16 @@ class UnregisteredSubmodule(Rule):
                 }
                 # attributes something is added to in __init__ (an empty container filled there)
                 filled = {
-                    _ast_last_name(n.func.value) if type(n) is ast.Call else _ast_last_name(n.targets[0].value)
+                    last_name(n.func.value) if type(n) is ast.Call else last_name(n.targets[0].value)
                     for n in ast_walk(method)
                     if (type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in _ADDS and type(n.func.value) is ast.Attribute)
                     or (type(n) is ast.Assign and type(n.targets[0]) is ast.Subscript and type(n.targets[0].value) is ast.Attribute)
                 }
                 # names and attributes __init__ sets to a call: the only ones an element may be
-                built = {_ast_last_name(t) for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) is ast.Call for t in n.targets}
+                built = {last_name(t) for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) is ast.Call for t in n.targets}
                 for n in ast_walk(method):
-                    if type(n) is ast.Assign and any(type(t) is ast.Attribute for t in n.targets) and _ast_may_hold(n.value, lists, built):
-                        if not _ast_is_empty(n.value) or any(type(t) is ast.Attribute and t.attr in filled for t in n.targets):
+                    if type(n) is ast.Assign and any(type(t) is ast.Attribute for t in n.targets) and may_hold(n.value, lists, built):
+                        if not is_empty(n.value) or any(type(t) is ast.Attribute and t.attr in filled for t in n.targets):
                             return True
         return False
 
@@ -969,35 +970,3 @@ def _freezes(node: cst.CSTNode) -> bool:
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
-
-
-def _ast_last_name(func: ast.expr) -> str | None:
-    return func.attr if type(func) is ast.Attribute else func.id if type(func) is ast.Name else None
-
-
-def _ast_is_empty(value: ast.expr) -> bool:
-    return (type(value) in (ast.List, ast.Tuple) and not value.elts) or (type(value) is ast.Dict and not value.keys) or (
-        type(value) is ast.Call and not value.args and not value.keywords
-    )
-
-
-def _ast_may_hold(value: ast.expr, lists: set[str], built: set) -> bool:
-    """A plain container the rule may look at (``_holder``), names unresolved:
-    one of its elements is a call, or a name or attribute set to one."""
-
-    def element(e: ast.expr) -> bool:
-        kind = type(e)
-        return kind is ast.Call or kind is ast.IfExp or (kind in (ast.Name, ast.Attribute) and _ast_last_name(e) in built)
-
-    kind = type(value)
-    if kind in (ast.List, ast.Tuple):
-        return not value.elts or any(element(e) for e in value.elts)
-    if kind is ast.ListComp:
-        return element(value.elt)
-    if kind is ast.Dict:
-        return not value.keys or any(element(v) for v in value.values)
-    if kind is ast.DictComp:
-        return element(value.value)
-    if kind is ast.Call:
-        return type(value.func) is ast.Name and value.func.id == "dict"
-    return kind is ast.Name and value.id in lists

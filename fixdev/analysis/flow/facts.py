@@ -343,7 +343,7 @@ class FileFlow:
             context = self._context(scope)
             if context is None:
                 return self.symbolic(scope)
-            return Run(self, scope, context, record=True, summaries=True, in_init=self._is_init(scope)).run()
+            return Run(self, scope, context, record=True, summaries=True, in_init=scope.is_init).run()
 
         return self.compute(("main", scope.node), make)
 
@@ -374,7 +374,7 @@ class FileFlow:
 
     def symbolic(self, scope: Scope) -> Run | None:
         """The run with parameters as themselves (``SameAs(x)``): the summary."""
-        return self.compute(("sym", scope.node), lambda: Run(self, scope, self._symbolic_params(scope), record=True, summaries=True, in_init=self._is_init(scope)).run())
+        return self.compute(("sym", scope.node), lambda: Run(self, scope, self._symbolic_params(scope), record=True, summaries=True, in_init=scope.is_init).run())
 
     def _prepass(self, scope: Scope) -> dict:
         """A scope's state at its end, without other functions' summaries or
@@ -387,10 +387,6 @@ class FileFlow:
 
         result = self.compute(("pre", scope.node), make)
         return {} if result is None else result
-
-    @staticmethod
-    def _is_init(scope: Scope) -> bool:
-        return scope.cls is not None and scope.node.name == "__init__"
 
     # -- names ------------------------------------------------------------------------------
 
@@ -435,15 +431,7 @@ class FileFlow:
         return UNKNOWN_VALUE
 
     def scope_home(self, scope: Scope, root: str) -> ast.AST | None:
-        """The scope node whose binding ``root`` refers to from ``scope``."""
-        if scope.cls is not None and root == scope.self_name:
-            return scope.cls
-        current: Scope | None = scope
-        while current is not None:
-            if root in current.locals:
-                return current.node
-            current = current.outer
-        return None
+        return scope.home_of(root)
 
     def _valid(self, placement, scope: Scope) -> bool:
         """Whether a placement's text names the same thing from ``scope``."""
@@ -647,7 +635,7 @@ class FileFlow:
             return None
         if any(self.qualified(d, scope.parent) not in TRANSPARENT_DECORATORS for d in function.decorator_list):
             return None
-        target = scope.cls if self._is_init(scope) else function  # a class is called by its name
+        target = scope.cls if scope.is_init else function  # a class is called by its name
         method = target is function and scope.cls is not None
         occurrences = [(offset, caller) for offset, caller, dotted in mentions.occurrences.get(target.name, ()) if dotted == method]
         if not occurrences or any(caller is None for _, caller in occurrences):

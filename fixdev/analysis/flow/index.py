@@ -45,6 +45,21 @@ class Scope:
     def bind(self, name: str) -> None:
         self.counts[name] = self.counts.get(name, 0) + 1
 
+    @property
+    def is_init(self) -> bool:
+        return self.cls is not None and self.node.name == "__init__"
+
+    def home_of(self, root: str) -> ast.AST | None:
+        """The scope node whose binding ``root`` refers to from this scope."""
+        if self.cls is not None and root == self.self_name:
+            return self.cls
+        current: Scope | None = self
+        while current is not None:
+            if root in current.locals:
+                return current.node
+            current = current.outer
+        return None
+
     def contains(self, position: tuple[int, int]) -> bool:
         return self.start <= position < self.end
 
