@@ -95,11 +95,6 @@ def _meets_a_parameter(flow, function, is_moved, after: int, moved_name: str) ->
     if not own:
         return None
 
-    def rooted(node):
-        while type(node) in (ast.Subscript, ast.Attribute):
-            node = node.value
-        return type(node) is ast.Name and node.id in own
-
     def holds_moved(node):
         """The moved value itself, not moved again (``m.to(x.device)``)."""
         stack = [node]
@@ -136,9 +131,10 @@ def _meets_a_parameter(flow, function, is_moved, after: int, moved_name: str) ->
             continue
         for side in sides:
             for inner in ast.walk(side):
-                if not (rooted(inner) and type(inner) in (ast.Name, ast.Subscript)):
+                root = _root_name(inner)
+                if not (root in own and type(inner) in (ast.Name, ast.Subscript)):
                     continue
-                if not (given_to_torch and inner is side) and _root_name(inner) not in arrays:
+                if not (given_to_torch and inner is side) and root not in arrays:
                     continue  # maybe a number, which meets a tensor anywhere
                 if any(holds_moved(other) for other in sides if other is not side):
                     return shown(inner)
