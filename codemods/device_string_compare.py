@@ -55,8 +55,9 @@ class DeviceStringCompare(Rule):
     before the call, only ever to such a device (`params["device"] =
     get_device()`). Also a parameter annotated with `torch.device`
     (alone or beside `str`), which may hold either, and an attribute
-    (`self.device`) that `__init__` alone sets to such a parameter (not one
-    that also allows `None`: `torch.device(None)` raises). And
+    (`self.device`) that `__init__` alone sets to such a parameter (neither
+    one whose annotation also allows `None` nor one that defaults to `None`:
+    `torch.device(None)` raises). And
     `t.device == torch.device("cuda")`, a tensor's device compared with a
     device that names no index. It compares the device's type instead:
     `x.device.type == "cpu"`; against a string with an index (`"cuda:1"`),
@@ -104,7 +105,8 @@ class DeviceStringCompare(Rule):
     (`args.device == "cuda"`, unless the field rule above holds: in a
     library module, where a caller stores the field after the call or sets
     it another way, `update()`s the dict, or where the function is also
-    passed on as a value, it does not), a parameter without a device annotation, a
+    passed on as a value, it does not), a parameter without a device annotation
+    or one that may be `None` (`Optional[torch.device]`, `= None`), a
     module's or a batch's own `.device` attribute (its class decides what it
     is), a `.device` of something not shown to be a tensor (NumPy >= 2 arrays
     have a `.device`, the string `"cpu"`), an annotated parameter tested
@@ -149,6 +151,9 @@ class DeviceStringCompare(Rule):
         "import torch\ndef train(p):\n    if p['device'] == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = 'cuda'\n    train(p)\nmain()\n",
         # a library: other callers may pass a string
         "import torch\ndef train(p):\n    if p['device'] == 'cuda':\n        pass\ndef main():\n    p = {}\n    p['device'] = torch.device('cuda')\n    train(p)\n",
+        # a parameter that may be None: torch.device(None) raises
+        "import torch\nfrom typing import Optional\ndef f(x, device: Optional[torch.device] = None):\n    if device == 'cuda':\n        x = x.pin_memory()\n    return x\n",
+        "import torch\ndef f(x, device: torch.device = None):\n    if device == 'cuda':\n        x = x.pin_memory()\n    return x\n",
         # an attribute annotated as a string only
         "import torch\nclass R:\n    def __init__(self, device: str):\n        self.device = device\n    def f(self):\n        return self.device == 'cuda'\n",
         # a string on one path, a torch.device on the other
@@ -479,8 +484,9 @@ def _passed_to_a_module(flow, function, name: str) -> bool:
 
 
 def _device_annotated_parameter(flow, node: ast.expr, torch_names: tuple[set[str], set[str]]) -> bool:
-    """A parameter annotated with ``torch.device`` (maybe beside ``str`` or
-    ``None``), never rebound in its function: it may hold a string or a device."""
+    """A parameter annotated with ``torch.device`` (maybe beside ``str``, not
+    ``None`` nor defaulting to it: ``torch.device(None)`` raises), never
+    rebound in its function: it may hold a string or a device."""
     if type(node) is not ast.Name:
         return False
     function = flow.function_at(flow.span(node)[0])
@@ -488,6 +494,8 @@ def _device_annotated_parameter(flow, node: ast.expr, torch_names: tuple[set[str
         return False
     arg = _parameters(function).get(node.id)
     if arg is None or arg.annotation is None or _rebinds(function, node.id) or _known_string(flow, node):
+        return False
+    if _may_be_none(function, arg):
         return False
     return any(_names_torch_device(part, torch_names) for part in _annotation_parts(arg.annotation))
 
@@ -522,14 +530,31 @@ def _device_annotated_attribute(flow, node: ast.expr, torch_names: tuple[set[str
     if arg is None or arg.annotation is None or _rebinds(init, arg.arg):
         return False
     parts = _annotation_parts(arg.annotation)
-    if any(type(p) is ast.Constant and p.value is None for p in parts) or _mentions_optional(arg.annotation):
-        return False
-    if _known_string(flow, node):
+    if _may_be_none(init, arg) or _known_string(flow, node):
         return False
     return any(_names_torch_device(part, torch_names) for part in parts)
 
 
+def _may_be_none(function, arg: ast.arg) -> bool:
+    """The parameter may hold ``None``: its annotation allows it (``Optional``,
+    ``| None``) or its default is ``None`` (``device: torch.device = None``).
+    The fix's ``torch.device(device)`` would raise there."""
+    if any(type(p) is ast.Constant and p.value is None for p in _annotation_parts(arg.annotation)) or _mentions_optional(arg.annotation):
+        return True
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    default = defaults.get(arg.arg)
+    return type(default) is ast.Constant and default.value is None
+
+
 def _mentions_optional(annotation: ast.expr) -> bool:
+    if type(annotation) is ast.Constant and type(annotation.value) is str:
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return False
     return any((type(n) is ast.Name and n.id == "Optional") or (type(n) is ast.Attribute and n.attr == "Optional") for n in ast_walk(annotation))
 
 
