@@ -77,9 +77,13 @@ class ConstantBuffer(Rule):
     (applied with `--unsafe-fixes`): a module cast to half precision now casts
     the constant too. The move added to a class's own `to` keeps state dicts
     as they are and passes what the other moves pass (a dtype given to
-    `to` casts the tensor as it casts its siblings); it is unsafe too, as
-    code holding the old tensor no longer sees the one the class keeps, and
-    `.cuda()` on a module still skips the override.
+    `to` casts the tensor as it casts its siblings); it is unsafe too, and
+    incomplete: code holding the old tensor no longer sees the one the class
+    keeps, and a module's `.cuda()`, `.cpu()`, `.half()` and `.float()` never
+    call its `to` (they go through `nn.Module._apply`), so after any of them
+    the tensor, like its siblings the override moves, is still where it was
+    made. Registering the tensors as buffers is the complete fix; the move
+    follows the class's own choice and leaves that to its author.
 
     ## When it stays silent
     When `NAME` is set anywhere else in the class to anything that is not
@@ -275,7 +279,11 @@ class ConstantBuffer(Rule):
         if (not rest or rest.startswith("#")) and not indent.strip():
             content = f"\n{indent}{owner}.{name} = {owner}.{name}.{moves.method.name}({moves.arguments})"
             fix = [Edit(line_end, line_end, content)]
-        self.report_at(first, last, message, fix=fix, fix_message=f"Move `{name}` in `{moves.method.name}()` too", origins=[self.span(statement)])
+        # Unsafe whatever the rule's default: `.cuda()`, `.cpu()`, `.half()`
+        # go through `_apply`, not this `to`, so the tensor still stays behind there.
+        self.report_at(
+            first, last, message, fix=fix, fix_message=f"Move `{name}` in `{moves.method.name}()` too", unsafe=True, origins=[self.span(statement)],
+        )
 
     def _stays_a_tensor(self, statement: cst.Assign, assignments: list) -> bool:
         """``self.NAME = <constant tensor or None>`` where every other statement

@@ -12,7 +12,7 @@ import pytest
 
 from fixdev.engine.registry import all_rules
 
-from tests.conftest import run_fixdev
+from tests.conftest import FIXTURES, run_fixdev
 
 # One unsafe fix (like-factory: ones_like takes x's dtype) and one safe fix
 # (cuda-call: only the device changes) in one file.
@@ -97,6 +97,19 @@ def test_an_unsafe_fix_the_rule_decides_per_fix(tmp_path: Path) -> None:
     items = json.loads(run_fixdev("--check", "--select", "FDV102", "--output-format", "json", "m.py", cwd=tmp_path).stdout)
     by_line = {item["location"]["row"]: item["fix"]["applicability"] for item in items}
     assert by_line == {11: "unsafe", 12: "safe"}
+
+
+def test_a_move_added_to_a_classs_own_to_is_unsafe(tmp_path: Path) -> None:
+    # constant-buffer: `.cuda()`/`.cpu()`/`.half()` go through `_apply`, not
+    # the class's own `to`, so the added move is never safe to apply alone.
+    source = (FIXTURES / "constant-buffer" / "own_to_misses_one.before.py").read_text()
+    (tmp_path / "m.py").write_text(source)
+    items = json.loads(run_fixdev("--check", "--select", "FDV103", "--output-format", "json", "m.py", cwd=tmp_path).stdout)
+    assert [item["fix"]["applicability"] for item in items] == ["unsafe"]
+    run_fixdev("--apply", "--select", "FDV103", "m.py", cwd=tmp_path)
+    assert (tmp_path / "m.py").read_text() == source
+    doc = next(rule for rule in all_rules() if rule.code == "FDV103").doc()
+    assert "_apply" in doc.split("## Fix safety", 1)[1].split("##", 1)[0]
 
 
 def test_each_rule_with_unsafe_fixes_says_so_in_its_fix_safety():
