@@ -13,7 +13,7 @@ from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 
 from fixdev.analysis.holders import is_empty, last_name, may_hold
 from fixdev.analysis import file_analysis as analysis, placement
-from fixdev.analysis.unmoved_model import move_before, unmoved_losses, unmoved_models
+from fixdev.analysis.unmoved_model import is_weighted_loss, move_before, unmoved_losses, unmoved_models
 from fixdev.analysis.file_analysis import TENSOR_FACTORIES, TENSOR_METHODS
 from fixdev.analysis.flow import LIGHTNING_MODULES, NOT_MODULES, ast_walk
 
@@ -376,6 +376,8 @@ class UnregisteredSubmodule(Rule):
                 at = flow.span(met.model)
                 fix = move_before(self, flow, met)
             what = f"Loss `{met.chain}` holds its weight on the host and is never moved" if loss else f"Model `{met.chain}` is never moved"
+            if not loss and is_weighted_loss(flow, met.model):  # a caller's weight: where it was made is not shown
+                what = f"Loss `{met.chain}` holds its weight as a buffer and is never moved"
             self.report_at(*at, f"{what}, while its inputs are moved to `{met.device}`", unsafe=False if loss else None, fix=() if met.placers else fix,
                            fix_message=f"Move `{met.chain}` to `{met.device}`", origins=() if met.store is None else (flow.span(met.model),))
 

@@ -106,3 +106,14 @@ def test_fixed_module_moves_its_layers():
         model = namespace["M"](2).to(torch.float64)  # .to() reaches only what is registered
         assert all(layer.weight.dtype == (torch.float64 if registered else torch.float32) for layer in model.layers)
         assert len(list(model.parameters())) == (4 if registered else 0)
+
+
+def test_a_weighted_loss_is_called_a_loss_not_a_model():
+    # the weight comes from the caller: where it lives is not shown, so the
+    # message says only that the loss holds it as a buffer
+    from tests.conftest import FIXTURES
+
+    code = (FIXTURES / "unregistered-submodule" / "loss_weight_from_the_caller.before.py").read_text()
+    messages = [f.message for f in _findings(code)]
+    assert messages and all(m.startswith("Loss `criterion` holds its weight as a buffer") for m in messages), messages
+    assert not any("Model" in m or "on the host" in m for m in messages)

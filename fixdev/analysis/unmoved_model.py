@@ -183,6 +183,14 @@ def _find_losses(flow) -> list[UnmovedModel]:
     return sorted(found, key=lambda m: (m.call.lineno, m.call.col_offset))
 
 
+def is_weighted_loss(flow, node: ast.expr) -> bool:
+    """``node`` holds a torch.nn loss that takes a class weight
+    (``nn.CrossEntropyLoss(weight=w)``): a loss, not a model, whose one
+    tensor is that weight (a buffer where ``w`` was made)."""
+    ref = flow.value(node).ref
+    return type(ref) is tuple and type(ref[1]) is str and ref[1].rsplit(".", 1)[-1] in WEIGHTED_LOSSES
+
+
 def _only_called(flow, parents: dict, chain: str, store: ast.Assign) -> bool:
     """Every use of the loss's name in the file (but its one store) calls it."""
     last = chain.rsplit(".", 1)[-1]
