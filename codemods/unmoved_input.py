@@ -360,7 +360,8 @@ class UnmovedInput(Rule):
                     fix, fix_message = made
             for sink in sinks:
                 origins = [flow.span(origin) for origin in sink.origins if isinstance(origin, ast.Call)]
-                self.report_at(*flow.span(sink.value), fix=fix, fix_message=fix_message, origins=origins if len(origins) == len(sink.origins) else ())
+                self.report_at(*flow.span(sink.value), _unplaced_message(flow, sink), fix=fix, fix_message=fix_message,
+                               origins=origins if len(origins) == len(sink.origins) else ())
         reported = {f.start for f in self.findings}
         for met in sibling_moves(flow) if ".to(" in self.context.text else ():
             start, end = flow.span(met.arg)
@@ -727,3 +728,29 @@ def _read_on_host_later(flow, statement: ast.stmt, kind: str, names: list[str], 
             if isinstance(root_name, ast.Name) and root_name.id in NUMPY_MODULES and any(is_moved(a) for a in sub.args):
                 return True
     return False
+
+
+# torch's constructors from data (flow's DATA_CONSTRUCTORS): without device=,
+# the tensor is where its data is if that is a tensor, else on the default device.
+_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
+_TENSOR_METHODS = analysis.TENSOR_METHODS
+
+
+def _unplaced_message(flow, sink) -> str | None:
+    """For a tensor bound from a call the analysis does not see into (an
+    ``"unplaced"`` sink) nothing shows it is on the CPU: say what is shown.
+    ``torch.tensor(obs)`` without ``device=`` makes it on the default device
+    (the CPU unless set otherwise), or where ``obs`` is if that is a tensor.
+    None: the rule's message (the value is shown on the host)."""
+    if sink.kind != "unplaced":
+        return None
+    for target in sink.origins:
+        statement = analysis.ast_parents(flow).get(target)
+        value = statement.value if type(statement) is ast.Assign and statement.targets == [target] else None
+        while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in _TENSOR_METHODS:
+            value = value.func.value
+        if type(value) is ast.Call and flow.index.static_name(value.func, flow.index.scope_at((value.lineno, value.col_offset))) in _FROM_DATA:
+            made = ast.unparse(value.func)
+            return (f"Tensor made by `{made}(...)` without `device=` (on the default device, the CPU unless set otherwise, or where its data is"
+                    " if that is a tensor) reaches a model or tensor on a device; move it there")
+    return "Tensor that nothing here moves (from a call or iterator not followed) reaches a model or tensor on a device; move it there"
