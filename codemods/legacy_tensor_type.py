@@ -121,7 +121,10 @@ class LegacyTensorType(Rule):
     `Variable(x).cuda()` is `cuda-call`'s (`.cuda()` → `.to(device)`;
     `Variable` itself is a harmless no-op since 0.4). CPU types
     (`torch.FloatTensor(n)`) run everywhere and are left alone, and so are
-    type checks (`isinstance(x, torch.cuda.FloatTensor)`).
+    type checks (`isinstance(x, torch.cuda.FloatTensor)`), and
+    `y.type(torch.cuda.X)` not shown on either side but under a branch that
+    tests a tensor's placement (`if x.is_cuda:`, `if x.device.type ==
+    "cuda":`; the CPU type in the other branch): the code handles placement.
     An alias that runs everywhere (`A if cuda else torch.FloatTensor`, or the
     CUDA type chosen under a CUDA check, as in `if device == "cuda": dtype =
     torch.cuda.FloatTensor`) is a modernisation, not a bug: it is rewritten
@@ -148,6 +151,8 @@ class LegacyTensorType(Rule):
     trigger = r"cuda\s*\.\s*\w*Tensor\b|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)"
 
     VALID = [
+        # under a test of another tensor's placement: the code handles it
+        "import torch\ndef f(r, d):\n    if r.is_cuda:\n        return d.lt(0).type(torch.cuda.FloatTensor)\n    return d.lt(0).type(torch.FloatTensor)\n",
         "import torch\nx = torch.FloatTensor(3, 4)\n",
         # the CUDA binding runs only under a CUDA check, the CPU one otherwise (issue 25)
         (
@@ -347,6 +352,8 @@ class LegacyTensorType(Rule):
         else:
             device = cuda_device(self, call)
         rewrite = self._rewrite(call, legacy, torch, device)
+        if isinstance(rewrite, str) and self._is_type_call(call) and self._under_placement_test(call):
+            return  # `if depth.is_cuda: ... .type(torch.cuda.FloatTensor)`: the code handles placement itself
         if isinstance(rewrite, str):
             self.report(site, rewrite)
         else:
@@ -401,6 +408,25 @@ class LegacyTensorType(Rule):
         new = analysis.with_keyword_argument(new, "dtype", f"{torch}.{dtype}")
         new = analysis.with_keyword_argument(new, "device", device_text)
         return [*edits, self.replace(call, new)], f"Use `{torch}.{factory}(..., dtype={torch}.{dtype}, device={device_text})`"
+
+    @staticmethod
+    def _is_type_call(call: cst.Call) -> bool:
+        return isinstance(call.func, cst.Attribute) and call.func.attr.value == "type"
+
+    def _under_placement_test(self, node: cst.CSTNode) -> bool:
+        """``node`` runs only where a branch's test shows a tensor on CUDA:
+        it reads a tensor's placement (``x.is_cuda``, ``x.device.type ==
+        "cuda"``) and shows CUDA in use on ``node``'s side. The code chose
+        the CUDA type for tensors on CUDA: the place is handled."""
+        facts = analysis.of(self)
+        child, current = node, facts.parent(node)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if isinstance(current, (cst.If, cst.IfExp)) and (child is current.body or child is current.orelse):
+                truth = child is current.body
+                if _reads_placement(current.test) and analysis.cuda_test(current.test, truth):
+                    return True
+            child, current = current, facts.parent(current)
+        return False
 
     def _receiver_side(self, receiver: cst.BaseExpression) -> str | None:
         """``"host"`` or ``"device"`` where the device flow shows every place
@@ -870,3 +896,17 @@ def _uses(facts: "analysis.FileAnalysis") -> dict[str, list[cst.Name]]:
             reads.setdefault(node.value, []).append(node)
         facts.shared["name_reads"] = reads
     return facts.shared["name_reads"]
+
+
+def _reads_placement(test: cst.BaseExpression) -> bool:
+    """The test reads where a tensor is: ``x.is_cuda``, ``x.device.type``."""
+    found = False
+
+    class Reads(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            if node.attr.value == "is_cuda" or (node.attr.value == "type" and isinstance(node.value, cst.Attribute) and node.value.attr.value == "device"):
+                found = True
+
+    test.visit(Reads())
+    return found
