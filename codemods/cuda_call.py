@@ -9,6 +9,7 @@ import libcst as cst
 from fixdev.engine.rule import Edit, Invalid, Rule
 
 from fixdev.analysis import availability, file_analysis as analysis
+from fixdev.analysis.cuda_only import decorated_cuda_only
 from fixdev.analysis.flow import What
 
 KEPT_KEYWORDS = {"non_blocking", "memory_format"}
@@ -125,6 +126,11 @@ class CudaCall(Rule):
     `if train_on_gpu:`, `if torch.cuda.device_count() > 1:`, `if x.is_cuda:`,
     `if device.type == "cuda":`; any flag or name that says cuda or gpu, and
     not cpu or no_cuda) the call runs only where CUDA is meant to be: silent.
+    So too in a function or class whose decorator skips it without a GPU
+    (`@skip_if_no_gpu`, `@requires_cuda`, `@onlyCUDA`,
+    `@unittest.skipIf(not torch.cuda.is_available(), ...)`,
+    `@pytest.mark.skipif(not torch.cuda.is_available(), ...)`), the same
+    exception aside; not one that skips *with* a GPU (`@skip_if_cuda`).
     """
 
     code = "FDV104"
@@ -140,6 +146,9 @@ class CudaCall(Rule):
         return any(type(call.func) is ast.Attribute for call in analysis.calls_named(screening, "cuda"))
 
     VALID = [
+        # a test skipped without a GPU
+        "import torch\nfrom helpers import skip_if_no_gpu\n@skip_if_no_gpu\ndef test_sum():\n    assert torch.ones(2).cuda().sum().item() == 2\n",
+        "import pytest, torch\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='gpu')\ndef test_sum():\n    x = torch.ones(2)\n    y = x.cuda()\n",
         # a script that moves its own tensors the same way
         "import torch\nx = torch.ones(2)\nif torch.cuda.is_available():\n    x = x.cuda()\nprint(x + x)\n",
         # it meets what may be a number (nothing shows an array)
@@ -199,7 +208,7 @@ class CudaCall(Rule):
             return  # tvm.target.cuda(), torch.cuda: a function of an imported module, not a value's method
         if _expects_an_error(analysis.of(self), node):
             return  # a test of .cuda() itself (assertRaises / pytest.raises)
-        if analysis.cuda_guarded(analysis.of(self), node):
+        if analysis.cuda_guarded(analysis.of(self), node) or decorated_cuda_only(analysis.of(self), node):
             # `if args.cuda: model.cuda()` runs only where CUDA is meant to be;
             # but "wherever there is a GPU" is not where a caller's tensor is
             met = availability.meets_a_caller(self, node, node.func.value)
