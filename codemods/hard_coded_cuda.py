@@ -467,6 +467,8 @@ class HardCodedCuda(Rule):
     The query is written where the pin is, never at module level.
 
     ## When it stays silent
+    For `device="cuda"` given to a call whose name says it takes a device
+    *type* (`checkpoint.set_device_type(device="cuda")`): it places nothing.
     For a `device="cuda"` default of a private module function (`_get_pixels`)
     that every use in the file calls with the device given: the default never
     runs. Under a check that CUDA is in use: `if torch.cuda.is_available():`, an
@@ -532,6 +534,8 @@ class HardCodedCuda(Rule):
         )
 
     VALID = [
+        # a device type recorded, nothing placed
+        "import torch\nfrom torch.utils import checkpoint\ncheckpoint.set_device_type(device='cuda')\n",
         # a private helper's default that every call overrides never runs
         "import torch\n\n\ndef _pixels(n, device='cuda'):\n    return torch.zeros(n, device=device)\n\n\ndef fill(n, device):\n    return _pixels(n, device=device)\n",
         'import torch\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n',
@@ -616,7 +620,9 @@ class HardCodedCuda(Rule):
         """``arg`` says where ``call`` puts its result: ``.to(<here>)``,
         ``.to(device=<here>)``, ``f(..., device=<here>)``."""
         if arg.keyword is not None:
-            return arg.keyword.value == "device"
+            # `checkpoint.set_device_type(device="cuda")` names a device type
+            # for a library's bookkeeping: no tensor or module is placed there
+            return arg.keyword.value == "device" and "device_type" not in (analysis.last_name(call.func) or "").lower()
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "to":
             return arg is call.args[0] and not self.qualified_names(call.func.value)
         return False
