@@ -69,9 +69,50 @@ import time
 from pathlib import Path
 
 
+# How a baseline's server is started: ``python -c BOOT DIR [--where]``. A
+# PYTHONPATH alone is not enough where this fixdev is an editable install:
+# its import hook maps ``fixdev.codemods`` to this checkout's ``codemods/``,
+# and a source checkout has no ``fixdev/codemods`` to find first, so the
+# baseline's engine ran this checkout's rules. The hook is taken out, DIR put
+# first on the path, and DIR's ``codemods/`` (a checkout's layout) or
+# ``fixdev/codemods/`` (an install's) is the package.
+BOOT = r"""
+import importlib.util, runpy, sys
+from pathlib import Path
+root = Path(sys.argv[1]).resolve()
+sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+sys.path_hooks[:] = [h for h in sys.path_hooks if not getattr(h, "__module__", "").startswith("__editable__")]
+sys.path_importer_cache.clear()
+sys.path.insert(0, str(root))
+import fixdev
+codemods = root / "codemods"
+if not (root / "fixdev" / "codemods").is_dir() and (codemods / "__init__.py").is_file():
+    spec = importlib.util.spec_from_file_location("fixdev.codemods", codemods / "__init__.py", submodule_search_locations=[str(codemods)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fixdev.codemods"] = module
+    spec.loader.exec_module(module)
+    fixdev.codemods = module
+import fixdev.codemods
+for name, module in (("fixdev", fixdev), ("fixdev.codemods", fixdev.codemods)):
+    if not Path(module.__file__).resolve().is_relative_to(root):
+        sys.exit(f"baseline: {name} came from {module.__file__}, not {root}")
+if sys.argv[2:] == ["--where"]:
+    print(fixdev.__file__, fixdev.codemods.__file__)
+    sys.exit(0)
+sys.argv = ["fixdev", "--lsp"]
+runpy.run_module("fixdev", run_name="__main__", alter_sys=True)
+"""
+
+
+def server_command(baseline: Path | None) -> list[str]:
+    if baseline is None:
+        return [sys.executable, "-m", "fixdev", "--lsp"]
+    return [sys.executable, "-c", BOOT, str(baseline)]
+
+
 class Session:
-    def __init__(self, cwd: Path, env: dict) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--lsp"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    def __init__(self, cwd: Path, env: dict, command: list[str]) -> None:
+        self.proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.buffer = b""
         self.next_id = 0
 
@@ -123,11 +164,11 @@ class Session:
 PROBE = "_fixdev_probe = torch.zeros(1).cuda()\n"  # one finding (cuda-call)
 
 
-def measure(path: Path, env: dict, bursts: int, burst: int, gap: float) -> list[float]:
+def measure(path: Path, env: dict, command: list[str], bursts: int, burst: int, gap: float) -> list[float]:
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     middle = len(lines) // 2
-    session = Session(path.parent, env)
+    session = Session(path.parent, env, command)
     session.send("initialize", {"processId": None, "rootUri": path.parent.as_uri(), "capabilities": {}}, request=True)
     while (message := session.receive(30)) is not None and message.get("id") != 1:
         pass
@@ -165,9 +206,13 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=0.02, help="seconds between the changes of a burst")
     args = parser.parse_args()
     env = {**os.environ, "NO_COLOR": "1"}
-    builds = [("this fixdev", env)]
+    builds = [("this fixdev", server_command(None))]
     if args.baseline:
-        builds.append(("baseline", {**env, "PYTHONPATH": str(args.baseline)}))
+        where = subprocess.run(server_command(args.baseline) + ["--where"], env=env, capture_output=True, text=True)
+        if where.returncode:
+            sys.exit(where.stderr.strip() or f"baseline {args.baseline}: cannot import fixdev from it")
+        print(f"baseline: {where.stdout.strip()}")
+        builds.append(("baseline", server_command(args.baseline)))
     print(f"{'file':<34} {'lines':>6} {'build':<12} {'median ms':>10} {'p95 ms':>8} {'bursts':>7}")
     for path in args.files:
         count = path.read_text(encoding="utf-8").count("\n")
@@ -175,8 +220,8 @@ def main() -> None:
         # a machine other work shares, both meet the same load.
         timed: dict[str, list[float]] = {label: [] for label, _ in builds}
         for _ in range(args.rounds):
-            for label, build_env in builds:
-                timed[label] += measure(path, build_env, args.bursts, args.burst, args.gap)
+            for label, command in builds:
+                timed[label] += measure(path, env, command, args.bursts, args.burst, args.gap)
         for label, _ in builds:
             found = sorted(timed[label])
             if not found:
