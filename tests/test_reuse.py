@@ -228,3 +228,25 @@ def test_the_module_lists_put_together_by_statement_are_one_walks():
             continue
         assert [id(n) for n in placement._own_statement_list(module)] == [id(n) for n in placement.own_statements(module)]
         assert placement._torch_imports(module) == placement._torch_imports_of(module)
+
+
+def test_the_node_count_put_together_by_statement_is_the_whole_trees(monkeypatch):
+    """The size check's count (``budget``) in the language server, kept per
+    top-level statement, is ``count_nodes`` of the whole tree version after
+    version, and refuses a file over the limit as the CLI does."""
+    from fixdev.engine import budget
+    from fixdev.engine.core import _node_count
+
+    texts = [BASE, BASE.replace("    y = model(x)\n", "    y = model(x)  # typed\n"), "x = 1  # type: ignore\n" + BASE, _script([1, 1, 1, 2, 0, 2, 0, 1, 2, 0, 3, 0, 0, 2, 3, 0, 2, 1, 0])]
+    cache = ParseCache()
+    with reusing(cache), ast_reuse.walking():
+        for text in texts + texts:
+            tree = ast_reuse.splice(text, ast.parse(text, type_comments=True))
+            assert _node_count(tree) == budget.count_nodes(tree) == budget.count_nodes(ast.parse(text, type_comments=True)), text
+    whole = budget.count_nodes(ast.parse(BASE))
+    monkeypatch.setattr(budget, "node_limit", lambda: whole - 1)
+    with reusing(cache):
+        assert isinstance(_outcome(Engine(all_rules()), BASE), str)
+    monkeypatch.setattr(budget, "node_limit", lambda: whole)
+    with reusing(cache):
+        assert not isinstance(_outcome(Engine(all_rules()), BASE), str)
