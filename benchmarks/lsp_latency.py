@@ -9,11 +9,14 @@ so the diagnostics of the burst's last text are known by their count: the
 latency of a burst is from its last change to those diagnostics. Prints the
 median and 95th percentile per file.
 
-    python benchmarks/lsp_latency.py FILE... [--baseline DIR] [--bursts 20] [--rounds 1]
+    python benchmarks/lsp_latency.py FILE... [--baseline DIR]... [--bursts 20] [--rounds 1]
 
-``--baseline DIR``: another fixdev's source root (``fixdev/`` inside, with
-``fixdev/codemods``), timed beside this one, the two taking turns
-(``--rounds`` sessions each).
+``--baseline DIR`` (repeatable): another fixdev's source root, a checkout
+(``fixdev/`` and ``codemods/``, e.g. ``git archive REV | tar -x -C DIR``) or
+an install (``fixdev/`` with ``fixdev/codemods/``), timed beside this one,
+the builds taking turns (``--rounds`` sessions each), each labelled by its
+folder's name. Its server runs this interpreter with DIR first on the path
+and this fixdev's editable-install hook taken out (``BOOT``).
 
 Measured for issue 28 (``--bursts 10 --rounds 3``: 30 bursts a build, the
 base edffd2f installed with ``pip install --no-deps --target`` as the
@@ -199,7 +202,7 @@ def measure(path: Path, env: dict, command: list[str], bursts: int, burst: int, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--baseline", type=Path, metavar="DIR")
+    parser.add_argument("--baseline", type=Path, metavar="DIR", action="append", default=[], help="another fixdev's source root (repeatable)")
     parser.add_argument("--bursts", type=int, default=20, help="bursts a session")
     parser.add_argument("--rounds", type=int, default=1, help="sessions a build, the builds taking turns")
     parser.add_argument("--burst", type=int, default=5, help="changes a burst (keys typed)")
@@ -207,12 +210,13 @@ def main() -> None:
     args = parser.parse_args()
     env = {**os.environ, "NO_COLOR": "1"}
     builds = [("this fixdev", server_command(None))]
-    if args.baseline:
-        where = subprocess.run(server_command(args.baseline) + ["--where"], env=env, capture_output=True, text=True)
+    for baseline in args.baseline:
+        where = subprocess.run(server_command(baseline) + ["--where"], env=env, capture_output=True, text=True)
         if where.returncode:
-            sys.exit(where.stderr.strip() or f"baseline {args.baseline}: cannot import fixdev from it")
-        print(f"baseline: {where.stdout.strip()}")
-        builds.append(("baseline", server_command(args.baseline)))
+            sys.exit(where.stderr.strip() or f"baseline {baseline}: cannot import fixdev from it")
+        label = baseline.resolve().name[:12]
+        print(f"{label}: {where.stdout.strip()}")
+        builds.append((label, server_command(baseline)))
     print(f"{'file':<34} {'lines':>6} {'build':<12} {'median ms':>10} {'p95 ms':>8} {'bursts':>7}")
     for path in args.files:
         count = path.read_text(encoding="utf-8").count("\n")
