@@ -19,6 +19,21 @@ serves the new version:
 Results that read more than the node's syntax (the flow's facts, what a name
 refers to through the module's imports) are not kept here.
 
+CPython's parse itself is made a piece at a time too (``AstReuse.parse``):
+against the version before, the text is the same up to some offset and from
+some offset on. The top-level statements of the version before that lie in
+the same start, with the first character of the statement after them, and
+those in the same end, on the same lines, are kept; only the text between
+(from the start of a statement to the start of a statement) is parsed, on its
+own, its lines numbered from where it stands. That is the whole parse: at the
+start of a top-level statement (a token at column 0 after a line break, no
+bracket, string or line continuation open) the tokenizer holds nothing from
+the lines before, and the module's statements are parsed one after another,
+each from its own tokens. When the piece does not parse on its own, the text
+as a whole is parsed (its error is the whole text's). Texts with a carriage
+return, a form feed, a byte-order mark, ``barry_as_FLUFL`` or two top-level
+statements on one line are parsed whole.
+
 Active only through ``fixdev.engine.reparse.reusing`` (the language server's
 cache) and within ``walking()``, which ``Linter.lint`` enters: the CLI parses
 each file once and keeps nothing.
@@ -27,6 +42,8 @@ each file once and keeps nothing.
 from __future__ import annotations
 
 import ast
+import warnings
+from bisect import bisect_left
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
@@ -56,6 +73,72 @@ class AstReuse:
         self.memo: dict[tuple, object] = {}
         self._characters = 0
         self.reused = 0  # statements reused, for tests and benchmarks
+        # The last text parsed: (text, its top-level statements, the line and
+        # the offset each starts on (decorators included)), or None.
+        self._last: tuple[str, list[ast.stmt], list[int], list[int]] | None = None
+        self.parsed = 0  # characters CPython parsed in pieces, for tests and benchmarks
+
+    def parse(self, text: str, whole: Callable[[str], tuple]) -> tuple:
+        """``whole(text)`` (CPython's ``(tree, error)`` of ``text``), the tree
+        made in pieces where the last text parsed allows (module docstring),
+        then ``splice``d."""
+        tree = self._in_pieces(text)
+        error = None
+        if tree is None:
+            tree, error = whole(text)
+        if tree is None:
+            self._last = None
+            return tree, error
+        tree = self.splice(text, tree)
+        self._remember(text, tree)
+        return tree, error
+
+    def _remember(self, text: str, tree: ast.Module) -> None:
+        self._last = None
+        body = tree.body
+        if _whole_only(text) or not body:
+            return
+        firsts = [statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno for statement in body]
+        if any(statement.end_lineno >= first for statement, first in zip(body, firsts[1:])):
+            return  # a; b: a piece's first line would hold another's end
+        starts = [0, 0, *line_ends(text)]
+        if firsts[-1] >= len(starts):
+            return
+        self._last = (text, list(body), firsts, [starts[first] for first in firsts])
+
+    def _in_pieces(self, new: str) -> ast.Module | None:
+        last = self._last
+        if last is None or _whole_only(new):
+            return None
+        old, body, firsts, offsets = last
+        if old == new:
+            return ast.Module(body=list(body), type_ignores=[])
+        same_start = _common_prefix(old, new)
+        same_end = _common_suffix(old, new, min(len(old), len(new)) - same_start)
+        # Kept at the start: statements whose next statement's first character
+        # is in the same start (so they end where they ended).
+        before = max(0, bisect_left(offsets, same_start) - 1)
+        cut, line = (offsets[before], firsts[before]) if before else (0, 1)
+        # Kept at the end: statements starting, line break before them
+        # included, in the same end, on the same lines.
+        after = bisect_left(offsets, len(old) - same_end + 1)
+        shift = len(new) - len(old)
+        old_end = offsets[after] if after < len(body) else len(old)
+        new_end = old_end + shift
+        if after < len(body) and new.count("\n", cut, new_end) != old.count("\n", cut, old_end):
+            after, new_end = len(body), len(new)  # lines added or taken away: the rest parsed again
+        if not before and after == len(body):
+            return None  # nothing kept: the whole parse
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                piece = ast.parse(new[cut:new_end])
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        if line > 1:
+            ast.increment_lineno(piece, line - 1)
+        self.parsed += new_end - cut
+        return ast.Module(body=body[:before] + piece.body + body[after:], type_ignores=[])
 
     def splice(self, text: str, tree: ast.Module) -> ast.Module:
         """``tree`` (CPython's tree of ``text``) with each top-level statement
@@ -98,6 +181,42 @@ class AstReuse:
         if not changed:
             return tree
         return ast.Module(body=new_body, type_ignores=tree.type_ignores)
+
+
+def _whole_only(text: str) -> bool:
+    """Texts ``AstReuse.parse`` never cuts (see the module's docstring)."""
+    return "\r" in text or "\f" in text or text.startswith("\ufeff") or "barry_as_FLUFL" in text
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common start of ``a`` and ``b`` (halving: each step one comparison in C)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _common_suffix(a: str, b: str, most: int) -> int:
+    """The length of the longest common end of ``a`` and ``b``, at most ``most``."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def parse(text: str, whole: Callable[[str], tuple]) -> tuple:
+    """CPython's ``(tree, error)`` of ``text``: ``whole(text)``, or with a
+    reuse active ``AstReuse.parse`` (pieces, then ``splice``)."""
+    reuse = _CURRENT.get()
+    return whole(text) if reuse is None else reuse.parse(text, whole)
 
 
 def active() -> AstReuse | None:

@@ -261,8 +261,9 @@ class Engine:
         if not rules:
             syntax_check(text)
             return [], []
-        tree, cpython_error = _cpython_parse(text)
-        tree = ast_reuse.splice(text, tree)  # the language server's: unchanged statements keep their nodes
+        # The language server's: parsed in pieces against the version before,
+        # unchanged statements keeping their nodes (the CLI: one whole parse).
+        tree, cpython_error = ast_reuse.parse(text, _cpython_parse)
         if tree is not None and triggers:
             # Screens read CPython's tree: most files a trigger matches hold
             # nothing for any rule, and then libcst never parses them.
