@@ -293,6 +293,10 @@ def test_the_parse_in_pieces_parses_only_the_statement_typed_in():
     assert _parsed(reuse, typed) == _whole(typed)
     main = typed[typed.index("def main") : typed.index("\n\n\n", typed.index("def main"))]
     assert len(main) <= reuse.parsed < len(main) + 10  # main() and the blank lines after it
+    probed = typed + "probe = torch.zeros(1).cuda()\n"  # typed at the end too: the statements between are kept
+    before = reuse.parsed
+    assert _parsed(reuse, probed) == _whole(probed)
+    assert reuse.parsed - before < 100
     moved = typed.replace("    y = model(x)  # typed\n", "    y = model(x)\n    # a line more\n")
     before = reuse.parsed
     assert _parsed(reuse, moved) == _whole(moved)

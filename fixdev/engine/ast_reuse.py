@@ -20,16 +20,18 @@ Results that read more than the node's syntax (the flow's facts, what a name
 refers to through the module's imports) are not kept here.
 
 CPython's parse itself is made a piece at a time too (``AstReuse.parse``):
-against the version before, the text is the same up to some offset and from
-some offset on. The top-level statements of the version before that lie in
-the same start, with the first character of the statement after them, and
-those in the same end, on the same lines, are kept; only the text between
-(from the start of a statement to the start of a statement) is parsed, on its
-own, its lines numbered from where it stands. That is the whole parse: at the
-start of a top-level statement (a token at column 0 after a line break, no
+a top-level statement of the version before is kept when its lines, from the
+start of its first to the first character of the next statement (the end of
+the text after the last, the text's start before the first), are the same
+text at the same line numbers; each run of the others, from the start of its
+first statement to the start of the next kept one, is parsed on its own, its
+lines numbered from where it stands. That is the whole parse: at the start
+of a top-level statement (a token at column 0 after a line break, no
 bracket, string or line continuation open) the tokenizer holds nothing from
-the lines before, and the module's statements are parsed one after another,
-each from its own tokens. When the piece does not parse on its own, the text
+the lines before; a kept statement's text, and the character after it that
+ends it, tokenize as before; a piece that parses alone ends with nothing
+open; and the module's statements are parsed one after another, each from
+its own tokens. When the piece does not parse on its own, the text
 as a whole is parsed (its error is the whole text's). Texts with a carriage
 return, a form feed, a byte-order mark, ``barry_as_FLUFL`` or two top-level
 statements on one line are parsed whole.
@@ -43,7 +45,6 @@ from __future__ import annotations
 
 import ast
 import warnings
-from bisect import bisect_left
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
@@ -73,8 +74,8 @@ class AstReuse:
         self.memo: dict[tuple, object] = {}
         self._characters = 0
         self.reused = 0  # statements reused, for tests and benchmarks
-        # The last text parsed: (text, its top-level statements, the line and
-        # the offset each starts on (decorators included)), or None.
+        # The last text parsed: (text, its top-level statements, the line each
+        # starts on (decorators included), the offset of each line), or None.
         self._last: tuple[str, list[ast.stmt], list[int], list[int]] | None = None
         self.parsed = 0  # characters CPython parsed in pieces, for tests and benchmarks
 
@@ -104,41 +105,59 @@ class AstReuse:
         starts = [0, 0, *line_ends(text)]
         if firsts[-1] >= len(starts):
             return
-        self._last = (text, list(body), firsts, [starts[first] for first in firsts])
+        self._last = (text, list(body), firsts, starts)
 
     def _in_pieces(self, new: str) -> ast.Module | None:
         last = self._last
         if last is None or _whole_only(new):
             return None
-        old, body, firsts, offsets = last
+        old, body, firsts, old_starts = last
         if old == new:
             return ast.Module(body=list(body), type_ignores=[])
-        same_start = _common_prefix(old, new)
-        same_end = _common_suffix(old, new, min(len(old), len(new)) - same_start)
-        # Kept at the start: statements whose next statement's first character
-        # is in the same start (so they end where they ended).
-        before = max(0, bisect_left(offsets, same_start) - 1)
-        cut, line = (offsets[before], firsts[before]) if before else (0, 1)
-        # Kept at the end: statements starting, line break before them
-        # included, in the same end, on the same lines.
-        after = bisect_left(offsets, len(old) - same_end + 1)
-        shift = len(new) - len(old)
-        old_end = offsets[after] if after < len(body) else len(old)
-        new_end = old_end + shift
-        if after < len(body) and new.count("\n", cut, new_end) != old.count("\n", cut, old_end):
-            after, new_end = len(body), len(new)  # lines added or taken away: the rest parsed again
-        if not before and after == len(body):
-            return None  # nothing kept: the whole parse
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                piece = ast.parse(new[cut:new_end])
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        starts = [0, 0, *line_ends(new)]  # the offset of line n (from 1) is starts[n]
+        count = len(body)
+        # A statement is the same when its lines, from the start of its first
+        # to the first character of the next statement (the end of the text
+        # after the last; from the text's start for the first), are the same
+        # text at the same line numbers in both versions.
+        same = []
+        for k, first in enumerate(firsts):
+            if first >= len(starts):
+                same.append(False)
+                continue
+            begin, old_begin = (starts[first], old_starts[first]) if k else (0, 0)
+            if k + 1 < count:
+                following = firsts[k + 1]
+                same.append(following < len(starts) and new[begin : starts[following] + 1] == old[old_begin : old_starts[following] + 1])
+            else:
+                same.append(new[begin:] == old[old_begin:])
+        if not any(same):
             return None
-        if line > 1:
-            ast.increment_lineno(piece, line - 1)
-        self.parsed += new_end - cut
-        return ast.Module(body=body[:before] + piece.body + body[after:], type_ignores=[])
+        made: list[ast.stmt] = []
+        k = 0
+        while k < count:
+            if same[k]:
+                made.append(body[k])
+                k += 1
+                continue
+            # From the start of this statement (the text's, for the first) to
+            # the start of the next same one (the text's end): parsed alone.
+            a = k
+            while k < count and not same[k]:
+                k += 1
+            begin = starts[firsts[a]] if a else 0
+            end = starts[firsts[k]] if k < count else len(new)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    piece = ast.parse(new[begin:end])
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
+            if a and firsts[a] > 1:
+                ast.increment_lineno(piece, firsts[a] - 1)
+            self.parsed += end - begin
+            made.extend(piece.body)
+        return ast.Module(body=made, type_ignores=[])
 
     def splice(self, text: str, tree: ast.Module) -> ast.Module:
         """``tree`` (CPython's tree of ``text``) with each top-level statement
@@ -186,30 +205,6 @@ class AstReuse:
 def _whole_only(text: str) -> bool:
     """Texts ``AstReuse.parse`` never cuts (see the module's docstring)."""
     return "\r" in text or "\f" in text or text.startswith("\ufeff") or "barry_as_FLUFL" in text
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """The length of the longest common start of ``a`` and ``b`` (halving: each step one comparison in C)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[low:middle] == b[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _common_suffix(a: str, b: str, most: int) -> int:
-    """The length of the longest common end of ``a`` and ``b``, at most ``most``."""
-    low, high = 0, most
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[len(a) - middle : len(a) - low] == b[len(b) - middle : len(b) - low]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def parse(text: str, whole: Callable[[str], tuple]) -> tuple:
