@@ -228,3 +228,96 @@ def test_the_module_lists_put_together_by_statement_are_one_walks():
             continue
         assert [id(n) for n in placement._own_statement_list(module)] == [id(n) for n in placement.own_statements(module)]
         assert placement._torch_imports(module) == placement._torch_imports_of(module)
+
+
+def test_the_node_count_put_together_by_statement_is_the_whole_trees(monkeypatch):
+    """The size check's count (``budget``) in the language server, kept per
+    top-level statement, is ``count_nodes`` of the whole tree version after
+    version, and refuses a file over the limit as the CLI does."""
+    from fixdev.engine import budget
+    from fixdev.engine.core import _node_count
+
+    texts = [BASE, BASE.replace("    y = model(x)\n", "    y = model(x)  # typed\n"), "x = 1  # type: ignore\n" + BASE, _script([1, 1, 1, 2, 0, 2, 0, 1, 2, 0, 3, 0, 0, 2, 3, 0, 2, 1, 0])]
+    cache = ParseCache()
+    with reusing(cache), ast_reuse.walking():
+        for text in texts + texts:
+            tree = ast_reuse.splice(text, ast.parse(text, type_comments=True))
+            assert _node_count(tree) == budget.count_nodes(tree) == budget.count_nodes(ast.parse(text, type_comments=True)), text
+    whole = budget.count_nodes(ast.parse(BASE))
+    monkeypatch.setattr(budget, "node_limit", lambda: whole - 1)
+    with reusing(cache):
+        assert isinstance(_outcome(Engine(all_rules()), BASE), str)
+    monkeypatch.setattr(budget, "node_limit", lambda: whole)
+    with reusing(cache):
+        assert not isinstance(_outcome(Engine(all_rules()), BASE), str)
+
+
+PIECES = ["x", " ", "\n", "    ", "#", "(", ")", "[", "'", '"""', "\\\n", "@dec\n", "def f():\n", "class C:\n", "if a:\n    pass\n", "y = 1; z = 2\n", "\n\n", "else:\n", "\t", "é", "\r\n", "\f"]
+
+
+def _parsed(reuse: ast_reuse.AstReuse, text: str) -> str:
+    from fixdev.engine.core import _cpython_parse
+
+    tree, error = reuse.parse(text, _cpython_parse)
+    return ast.dump(tree, include_attributes=True) if tree is not None else f"{error.msg} {error.lineno}"
+
+
+def _whole(text: str) -> str:
+    from fixdev.engine.core import _cpython_parse
+
+    tree, error = _cpython_parse(text)
+    return ast.dump(tree, include_attributes=True) if tree is not None else f"{error.msg} {error.lineno}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=len(SLOTS), max_size=len(SLOTS)), st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.booleans(), st.sampled_from(PIECES)), min_size=1, max_size=10))
+def test_the_parse_in_pieces_is_the_whole_parse(choice, keys):
+    """CPython's tree made in pieces against the version before
+    (``AstReuse.parse``) is the whole text's, positions included, or the
+    same error, edit after edit: lines added and taken away, strings and
+    brackets opened, blocks, decorators, a; b, line continuations."""
+    reuse = ast_reuse.AstReuse()
+    text = _script(choice)
+    assert _parsed(reuse, text) == _whole(text)
+    for where, typing, typed in keys:
+        at = int(where * len(text))
+        text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
+        assert _parsed(reuse, text) == _whole(text), text
+
+
+def test_the_parse_in_pieces_parses_only_the_statement_typed_in():
+    reuse = ast_reuse.AstReuse()
+    _parsed(reuse, BASE)
+    assert reuse.parsed == 0
+    typed = BASE.replace("    y = model(x)\n", "    y = model(x)  # typed\n")
+    assert _parsed(reuse, typed) == _whole(typed)
+    main = typed[typed.index("def main") : typed.index("\n\n\n", typed.index("def main"))]
+    assert len(main) <= reuse.parsed < len(main) + 10  # main() and the blank lines after it
+    probed = typed + "probe = torch.zeros(1).cuda()\n"  # typed at the end too: the statements between are kept
+    before = reuse.parsed
+    assert _parsed(reuse, probed) == _whole(probed)
+    assert reuse.parsed - before < 100
+    moved = typed.replace("    y = model(x)  # typed\n", "    y = model(x)\n    # a line more\n")
+    before = reuse.parsed
+    assert _parsed(reuse, moved) == _whole(moved)
+    assert reuse.parsed - before == len(moved) - moved.index("def main")  # from main() to the end: the rest moved a line down
+    for text in ("", "import torch\n", "x = (\n", "import torch\n"):
+        assert _parsed(reuse, text) == _whole(text)
+
+
+def test_the_parse_in_pieces_on_real_files():
+    """The fixtures' files, each typed into at a few places after another
+    (the reuse's last text is the file before, or another file)."""
+    import random
+
+    from tests.conftest import FIXTURES
+
+    chooser = random.Random(28)
+    reuse = ast_reuse.AstReuse()
+    for path in sorted(FIXTURES.glob("*/*.py"))[::7]:
+        text = path.read_text(encoding="utf-8")
+        assert _parsed(reuse, text) == _whole(text), path
+        for _ in range(3):
+            at = chooser.randrange(len(text) + 1)
+            text = text[:at] + chooser.choice(PIECES) + text[at:]
+            assert _parsed(reuse, text) == _whole(text), (path, at)

@@ -19,6 +19,23 @@ serves the new version:
 Results that read more than the node's syntax (the flow's facts, what a name
 refers to through the module's imports) are not kept here.
 
+CPython's parse itself is made a piece at a time too (``AstReuse.parse``):
+a top-level statement of the version before is kept when its lines, from the
+start of its first to the first character of the next statement (the end of
+the text after the last, the text's start before the first), are the same
+text at the same line numbers; each run of the others, from the start of its
+first statement to the start of the next kept one, is parsed on its own, its
+lines numbered from where it stands. That is the whole parse: at the start
+of a top-level statement (a token at column 0 after a line break, no
+bracket, string or line continuation open) the tokenizer holds nothing from
+the lines before; a kept statement's text, and the character after it that
+ends it, tokenize as before; a piece that parses alone ends with nothing
+open; and the module's statements are parsed one after another, each from
+its own tokens. When the piece does not parse on its own, the text
+as a whole is parsed (its error is the whole text's). Texts with a carriage
+return, a form feed, a byte-order mark, ``barry_as_FLUFL`` or two top-level
+statements on one line are parsed whole.
+
 Active only through ``fixdev.engine.reparse.reusing`` (the language server's
 cache) and within ``walking()``, which ``Linter.lint`` enters: the CLI parses
 each file once and keeps nothing.
@@ -27,6 +44,7 @@ each file once and keeps nothing.
 from __future__ import annotations
 
 import ast
+import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
@@ -56,6 +74,90 @@ class AstReuse:
         self.memo: dict[tuple, object] = {}
         self._characters = 0
         self.reused = 0  # statements reused, for tests and benchmarks
+        # The last text parsed: (text, its top-level statements, the line each
+        # starts on (decorators included), the offset of each line), or None.
+        self._last: tuple[str, list[ast.stmt], list[int], list[int]] | None = None
+        self.parsed = 0  # characters CPython parsed in pieces, for tests and benchmarks
+
+    def parse(self, text: str, whole: Callable[[str], tuple]) -> tuple:
+        """``whole(text)`` (CPython's ``(tree, error)`` of ``text``), the tree
+        made in pieces where the last text parsed allows (module docstring),
+        then ``splice``d."""
+        tree = self._in_pieces(text)
+        error = None
+        if tree is None:
+            tree, error = whole(text)
+        if tree is None:
+            self._last = None
+            return tree, error
+        tree = self.splice(text, tree)
+        self._remember(text, tree)
+        return tree, error
+
+    def _remember(self, text: str, tree: ast.Module) -> None:
+        self._last = None
+        body = tree.body
+        if _whole_only(text) or not body:
+            return
+        firsts = [statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno for statement in body]
+        if any(statement.end_lineno >= first for statement, first in zip(body, firsts[1:])):
+            return  # a; b: a piece's first line would hold another's end
+        starts = [0, 0, *line_ends(text)]
+        if firsts[-1] >= len(starts):
+            return
+        self._last = (text, list(body), firsts, starts)
+
+    def _in_pieces(self, new: str) -> ast.Module | None:
+        last = self._last
+        if last is None or _whole_only(new):
+            return None
+        old, body, firsts, old_starts = last
+        if old == new:
+            return ast.Module(body=list(body), type_ignores=[])
+        starts = [0, 0, *line_ends(new)]  # the offset of line n (from 1) is starts[n]
+        count = len(body)
+        # A statement is the same when its lines, from the start of its first
+        # to the first character of the next statement (the end of the text
+        # after the last; from the text's start for the first), are the same
+        # text at the same line numbers in both versions.
+        same = []
+        for k, first in enumerate(firsts):
+            if first >= len(starts):
+                same.append(False)
+                continue
+            begin, old_begin = (starts[first], old_starts[first]) if k else (0, 0)
+            if k + 1 < count:
+                following = firsts[k + 1]
+                same.append(following < len(starts) and new[begin : starts[following] + 1] == old[old_begin : old_starts[following] + 1])
+            else:
+                same.append(new[begin:] == old[old_begin:])
+        if not any(same):
+            return None
+        made: list[ast.stmt] = []
+        k = 0
+        while k < count:
+            if same[k]:
+                made.append(body[k])
+                k += 1
+                continue
+            # From the start of this statement (the text's, for the first) to
+            # the start of the next same one (the text's end): parsed alone.
+            a = k
+            while k < count and not same[k]:
+                k += 1
+            begin = starts[firsts[a]] if a else 0
+            end = starts[firsts[k]] if k < count else len(new)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    piece = ast.parse(new[begin:end])
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
+            if a and firsts[a] > 1:
+                ast.increment_lineno(piece, firsts[a] - 1)
+            self.parsed += end - begin
+            made.extend(piece.body)
+        return ast.Module(body=made, type_ignores=[])
 
     def splice(self, text: str, tree: ast.Module) -> ast.Module:
         """``tree`` (CPython's tree of ``text``) with each top-level statement
@@ -98,6 +200,18 @@ class AstReuse:
         if not changed:
             return tree
         return ast.Module(body=new_body, type_ignores=tree.type_ignores)
+
+
+def _whole_only(text: str) -> bool:
+    """Texts ``AstReuse.parse`` never cuts (see the module's docstring)."""
+    return "\r" in text or "\f" in text or text.startswith("\ufeff") or "barry_as_FLUFL" in text
+
+
+def parse(text: str, whole: Callable[[str], tuple]) -> tuple:
+    """CPython's ``(tree, error)`` of ``text``: ``whole(text)``, or with a
+    reuse active ``AstReuse.parse`` (pieces, then ``splice``)."""
+    reuse = _CURRENT.get()
+    return whole(text) if reuse is None else reuse.parse(text, whole)
 
 
 def active() -> AstReuse | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import os
+from typing import Callable
 
 from fixdev.engine.source import TooLargeError
 
@@ -71,8 +72,9 @@ def count_nodes(tree: ast.AST) -> int:
     return count
 
 
-def check(tree: ast.AST, text: str) -> None:
-    """Raise ``TooLargeError`` when ``tree`` (of ``text``) has more nodes than the limit."""
+def check(tree: ast.AST, text: str, count: Callable[[ast.AST], int] = count_nodes) -> None:
+    """Raise ``TooLargeError`` when ``tree`` (of ``text``) has more nodes than
+    the limit; ``count`` is ``count_nodes`` or one giving the same numbers."""
     limit = node_limit()
     # A node takes a character of its own, but for a unary operator and its
     # operator node (two on ``-``) and a few wrappers over another node
@@ -80,6 +82,6 @@ def check(tree: ast.AST, text: str) -> None:
     # nodes, so most files need no count.
     if 2 * len(text) + 2 <= limit:
         return
-    count = count_nodes(tree)
-    if count > limit:
-        raise TooLargeError(f"too large to fix ({count:,} nodes; the limit is {limit:,})")
+    nodes = count(tree)
+    if nodes > limit:
+        raise TooLargeError(f"too large to fix ({nodes:,} nodes; the limit is {limit:,})")

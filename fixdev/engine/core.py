@@ -179,6 +179,17 @@ class FixOutcome:
 Approver = Callable[[str, Finding], bool]
 
 
+def _node_count(tree: ast.AST) -> int:
+    """``budget.count_nodes(tree)``; in the language server (``ast_reuse``
+    active) each top-level statement's count is kept with its node, which a
+    later version keeps only for the same statement. A module's count is its
+    own node, its statements' and its ``type_ignores`` (no child nodes)."""
+    if ast_reuse.active() is None or type(tree) is not ast.Module:
+        return budget.count_nodes(tree)
+    statements = sum(ast_reuse.remembered("nodes", statement, lambda statement=statement: budget.count_nodes(statement)) for statement in tree.body)
+    return 1 + len(tree.type_ignores) + statements
+
+
 class Engine:
     def __init__(
         self, rules: Sequence[Any], options: Mapping[str, Mapping[str, Any]] | None = None, ignored_codes: Iterable[str] = (), unsafe_fixes: bool = False,
@@ -250,8 +261,9 @@ class Engine:
         if not rules:
             syntax_check(text)
             return [], []
-        tree, cpython_error = _cpython_parse(text)
-        tree = ast_reuse.splice(text, tree)  # the language server's: unchanged statements keep their nodes
+        # The language server's: parsed in pieces against the version before,
+        # unchanged statements keeping their nodes (the CLI: one whole parse).
+        tree, cpython_error = ast_reuse.parse(text, _cpython_parse)
         if tree is not None and triggers:
             # Screens read CPython's tree: most files a trigger matches hold
             # nothing for any rule, and then libcst never parses them.
@@ -260,7 +272,7 @@ class Engine:
             if not rules:
                 return [], []
         if tree is not None:
-            budget.check(tree, text)  # before libcst's tree, which takes most of a file's memory
+            budget.check(tree, text, _node_count)  # before libcst's tree, which takes most of a file's memory
         module = _libcst_parse(text, cpython_error, tree)
         cache = reparse.active()
         if cache is not None and cache.last is module:
