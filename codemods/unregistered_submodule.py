@@ -11,7 +11,7 @@ import libcst as cst
 
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 
-from fixdev.analysis.holders import is_empty, last_name, may_hold
+from fixdev.analysis.holders import builds, is_empty, last_name, may_hold
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.unmoved_model import is_weighted_loss, move_before, unmoved_losses, unmoved_models
 from fixdev.analysis.file_analysis import TENSOR_FACTORIES, TENSOR_METHODS
@@ -220,6 +220,7 @@ class UnregisteredSubmodule(Rule):
     def _screen_classes(cls, screening) -> bool:
         classes = analysis.class_definitions(screening)
         class_names = {c.name for c in classes}
+        names = analysis.imported_names(screening) | class_names
         for node in classes:
             for method in node.body:
                 if type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef):
@@ -245,9 +246,11 @@ class UnregisteredSubmodule(Rule):
                     or (type(n) is ast.Assign and type(n.targets[0]) is ast.Subscript and type(n.targets[0].value) is ast.Attribute)
                 }
                 # names and attributes __init__ sets to a call: the only ones an element may be
-                built = {last_name(t) for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) is ast.Call for t in n.targets}
+                built = {last_name(t) for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) is ast.Call and builds(n.value, names) for t in n.targets}
+                # what another method reads: a container nothing else runs is never reported
+                read = {n.attr for m in node.body if m is not method and type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) for n in ast_walk(m) if type(n) is ast.Attribute}
                 for n in ast_walk(method):
-                    if type(n) is ast.Assign and any(type(t) is ast.Attribute for t in n.targets) and may_hold(n.value, lists, built):
+                    if type(n) is ast.Assign and any(type(t) is ast.Attribute and t.attr in read for t in n.targets) and may_hold(n.value, lists, built, names):
                         if not is_empty(n.value) or any(type(t) is ast.Attribute and t.attr in filled for t in n.targets):
                             return True
         return False
@@ -390,17 +393,17 @@ class UnregisteredSubmodule(Rule):
         if forward is not None:
             self._built_in_forward(forward)
         init = next((m for m in methods if m.name.value == "__init__"), None)
-        super_end = self._super_init_end(init) if init is not None else None
+        # Positions (a code generation of the class) and the uses only for
+        # a `self.X = <what _check may take as a holder>`: most classes have none.
+        stores = _holder_stores(init) if init is not None else []
+        super_end = self._super_init_end(init) if stores else None
         if super_end is None:
             return
         uses = _self_attributes(methods)
-        for statement in _walk_statements(init.body):
-            if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1 and facts.start(statement) > super_end):
-                continue
-            target = statement.targets[0].target
-            if not (isinstance(target, cst.Attribute) and _is_name(target.value, _self_name(init))):
-                continue
-            self._check(node, init, statement, target.attr.value, uses.get(target.attr.value, []))
+        for statement in stores:
+            if facts.start(statement) > super_end:
+                attribute = statement.targets[0].target.attr.value
+                self._check(node, init, statement, attribute, uses.get(attribute, []))
 
     def _check(self, cls: cst.ClassDef, init: cst.FunctionDef, statement: cst.Assign, name: str, uses: list) -> None:
         facts = analysis.of(self)
@@ -943,6 +946,20 @@ def _walk_statements(body: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
     for node in _walk(body):
         if isinstance(node, cst.SimpleStatementLine):
             yield from node.body
+
+
+def _holder_stores(init: cst.FunctionDef) -> list[cst.Assign]:
+    """``self.X = v`` of ``__init__`` (one target) where ``_check`` may find a holder in ``v``."""
+    statements = [s for s in _walk_statements(init.body) if isinstance(s, cst.Assign) and len(s.targets) == 1]
+    lists = {t.target.value for s in statements if isinstance(s.value, (cst.List, cst.ListComp)) for t in s.targets if isinstance(t.target, cst.Name)}
+    return [
+        s for s in statements
+        if isinstance(target := s.targets[0].target, cst.Attribute) and _is_name(target.value, _self_name(init))
+        and (isinstance(s.value, _HOLDERS) or (isinstance(s.value, cst.Call) and _is_name(s.value.func, "dict")) or (isinstance(s.value, cst.Name) and s.value.value in lists))
+    ]
+
+
+_HOLDERS = (cst.List, cst.Tuple, cst.ListComp, cst.Dict, cst.DictComp)
 
 
 def _self_attributes(methods: list[cst.FunctionDef]) -> dict[str, list[tuple[cst.Attribute, cst.FunctionDef]]]:

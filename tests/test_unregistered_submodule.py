@@ -117,3 +117,36 @@ def test_a_weighted_loss_is_called_a_loss_not_a_model():
     messages = [f.message for f in _findings(code)]
     assert messages and all(m.startswith("Loss `criterion` holds its weight as a buffer") for m in messages), messages
     assert not any("Model" in m or "on the host" in m for m in messages)
+
+
+def _screened(code: str) -> bool:
+    import ast
+
+    from fixdev.engine.rule import Screening
+
+    return UnregisteredSubmodule.screen(Screening(code, ast.parse(code)))
+
+
+_HEAD = "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
+
+
+@pytest.mark.parametrize(
+    "body, passes",
+    [
+        # a layer list that forward reads: the libcst visit must look
+        ("        self.layers = [nn.Linear(d, d) for _ in range(2)]\n    def forward(self, x):\n        return self.layers[0](x)\n", True),
+        # the file's own class, found by its name
+        ("        self.blocks = [Block(), Block()]\n    def forward(self, x):\n        return self.blocks[0](x)\nclass Block(nn.Module):\n    pass\n", True),
+        # elements made by builtins (dict, int): no import names them, nothing can be a layer
+        ("        self.info = [dict(c=d, r=2)]\n        self.size = (int(d), int(d))\n    def forward(self, x):\n        return x, self.info, self.size\n", False),
+        # a layer list no other method reads: never reported
+        ("        self.layers = [nn.Linear(d, d) for _ in range(2)]\n    def forward(self, x):\n        return x\n", False),
+        # one element the rule cannot take for a construction: no holder
+        ("        self.pair = [nn.Linear(d, d), d]\n    def forward(self, x):\n        return self.pair[0](x)\n", False),
+    ],
+)
+def test_the_screen_passes_only_containers_the_visit_may_report(body, passes):
+    code = _HEAD + body
+    assert _screened(code) is passes
+    if not passes:  # (and the visit agrees: nothing to report)
+        assert not [f for f in Engine([UnregisteredSubmodule]).lint(code, triggers=False) if f.code == "FDV113"]

@@ -16,23 +16,54 @@ def is_empty(value: ast.expr) -> bool:
     )
 
 
-def may_hold(value: ast.expr, lists: set[str], built: set) -> bool:
+def may_hold(value: ast.expr, lists: set[str], built: set, names: set[str] | None = None) -> bool:
     """A plain container the rule may look at (``UnregisteredSubmodule._holder``), names unresolved:
-    one of its elements is a call, or a name or attribute set to one."""
+    each of its elements is a call, or a name or attribute set to one. With
+    ``names`` (``builds``'): each such call is one the rule may take for a construction."""
 
     def element(e: ast.expr) -> bool:
         kind = type(e)
-        return kind is ast.Call or kind is ast.IfExp or (kind in (ast.Name, ast.Attribute) and last_name(e) in built)
+        if kind is ast.Call:
+            return names is None or builds(e, names)
+        if kind is ast.IfExp:
+            return names is None or (element(e.body) and element(e.orelse))
+        return kind in (ast.Name, ast.Attribute) and last_name(e) in built
 
     kind = type(value)
     if kind in (ast.List, ast.Tuple):
+        if names is not None:
+            return all(element(e) for e in value.elts)
         return not value.elts or any(element(e) for e in value.elts)
     if kind is ast.ListComp:
         return element(value.elt)
     if kind is ast.Dict:
+        if names is not None:
+            return None not in value.keys and all(element(v) for v in value.values)
         return not value.keys or any(element(v) for v in value.values)
     if kind is ast.DictComp:
         return element(value.value)
     if kind is ast.Call:
+        if names is not None and (value.args or not all(k.arg is not None and element(k.value) for k in value.keywords)):
+            return False
         return type(value.func) is ast.Name and value.func.id == "dict"
     return kind is ast.Name and value.id in lists
+
+
+def builds(call: ast.Call, names: set[str]) -> bool:
+    """Whether the rule may take ``call`` for a construction (a torch.nn
+    layer, a parameter, a tensor factory's call with tensor methods after
+    it, a module class of the file): the name at the root of its callee
+    (``nn`` of ``nn.Linear(4, 4).cuda``) is in ``names``, the names imports
+    bind and the file's classes (a name no import binds has no qualified
+    name), or a star import (``*``) may bind it."""
+    if "*" in names:
+        return True
+    func = call.func
+    while True:
+        kind = type(func)
+        if kind is ast.Attribute:
+            func = func.value
+        elif kind is ast.Call:
+            func = func.func
+        else:
+            return kind is ast.Name and func.id in names

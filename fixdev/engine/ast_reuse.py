@@ -232,10 +232,16 @@ def _of_cache() -> AstReuse | None:
 @contextmanager
 def walking() -> Iterator[None]:
     """Within: one lint, reusing what the versions before kept, when the
-    language server's cache is active (else nothing changes)."""
+    language server's cache is active; else the children of the nodes the
+    walks meet are kept for this lint only (a file's tree is walked many
+    times: by each function's evidence, each class's, each screen)."""
     reuse = _of_cache()
     if reuse is None:
-        yield
+        children = CHILDREN.set({})
+        try:
+            yield
+        finally:
+            CHILDREN.reset(children)
         return
     token, children = _CURRENT.set(reuse), CHILDREN.set(reuse.children)
     try:

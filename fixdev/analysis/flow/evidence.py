@@ -79,7 +79,9 @@ def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset, fro
             if node.id in names and type(node.ctx) is not ast.Load and id(node) not in assigned:
                 _earliest(first_store, node.id, node)
             continue
-        if type(node) is ast.Call and node.args and type(node.args[0]) is ast.Name and _tests_kind(node.func):
+        if kind is not ast.Call and kind is not ast.Attribute:
+            continue  # (nothing else shows a tensor: _tensor_uses)
+        if kind is ast.Call and node.args and type(node.args[0]) is ast.Name and _tests_kind(node.func):
             tested.add(node.args[0].id)
         for used, read in _tensor_uses(flow, node, scope):
             if type(used) is not ast.Name:
@@ -156,6 +158,8 @@ def tensor_attributes(flow, cls: ast.ClassDef) -> tuple[frozenset, frozenset]:
         if not scope.self_name:
             continue
         for node in ast_walk(method):
+            if type(node) is not ast.Call and type(node) is not ast.Attribute:
+                continue  # (nothing else shows a tensor: _tensor_uses)
             for used, read in _tensor_uses(flow, node, scope):
                 if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
                     found.add(used.attr)
