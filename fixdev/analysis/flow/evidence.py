@@ -64,7 +64,6 @@ def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset, fro
     used_locals: set[str] = set()
     tested: set[str] = set()  # isinstance(x, ...): the code takes x for more than a tensor
     counts = scope.counts
-    uses = []
     for node in ast_walk(function):
         kind = type(node)
         if kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
@@ -84,18 +83,16 @@ def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset, fro
             continue  # (nothing else shows a tensor: _tensor_uses)
         if kind is ast.Call and node.args and type(node.args[0]) is ast.Name and _tests_kind(node.func):
             tested.add(node.args[0].id)
-        uses += _tensor_uses(flow, node, scope)
-    flow.cache[(_USES, function)] = (scope, uses)  # for tensor_attributes, which reads the same of a method
-    for used, read in uses:
-        if type(used) is not ast.Name:
-            continue
-        if used.id in names:
-            _earliest(first_use, used.id, used)
-            if not read:
-                _earliest(first_strict, used.id, used)
-        elif not read and counts.get(used.id) == 1 and used.id not in scope.declared:
-            if flow.index.scope_at((used.lineno, used.col_offset)) is scope:  # not a nested function's name
-                used_locals.add(used.id)
+        for used, read in _tensor_uses(flow, node, scope):
+            if type(used) is not ast.Name:
+                continue
+            if used.id in names:
+                _earliest(first_use, used.id, used)
+                if not read:
+                    _earliest(first_strict, used.id, used)
+            elif not read and counts.get(used.id) == 1 and used.id not in scope.declared:
+                if flow.index.scope_at((used.lineno, used.col_offset)) is scope:  # not a nested function's name
+                    used_locals.add(used.id)
     never = (1 << 30, 0)
     params = frozenset(name for name, at in first_use.items() if at < first_store.get(name, never) and name not in tested)
     strict = frozenset(name for name, at in first_strict.items() if at < first_store.get(name, never) and name not in tested)
@@ -160,28 +157,15 @@ def tensor_attributes(flow, cls: ast.ClassDef) -> tuple[frozenset, frozenset]:
         scope = flow.index.scopes[method]
         if not scope.self_name:
             continue
-        for used, read in _uses(flow, scope):
-            if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
-                found.add(used.attr)
-                if not read:
-                    strict.add(used.attr)
+        for node in ast_walk(method):
+            if type(node) is not ast.Call and type(node) is not ast.Attribute:
+                continue  # (nothing else shows a tensor: _tensor_uses)
+            for used, read in _tensor_uses(flow, node, scope):
+                if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
+                    found.add(used.attr)
+                    if not read:
+                        strict.add(used.attr)
     return frozenset(found), frozenset(strict)
-
-
-_USES = "tensor uses"  # flow.cache: a function's scope and what its code shows are tensors (_tensor_uses)
-
-
-def _uses(flow, scope) -> list:
-    """``_tensor_uses`` of every node of the function ``scope`` is, as
-    ``tensor_parameters`` found them where it has read the function."""
-    kept = flow.cache.get((_USES, scope.node))
-    if kept is not None and kept[0] is scope:
-        return kept[1]
-    uses = []
-    for node in ast_walk(scope.node):
-        if type(node) is ast.Call or type(node) is ast.Attribute:  # (nothing else shows a tensor: _tensor_uses)
-            uses += _tensor_uses(flow, node, scope)
-    return uses
 
 
 def shows_tensor(flow, scope, roots: list, name: str) -> bool:
