@@ -425,3 +425,15 @@ def test_a_module_class_through_bases_in_other_files(tmp_path, fixdev):
     (work / "pkg" / "base.py").write_text(BASE.replace("nn.Module", "object"))
     again = fixdev("--check", "--no-cache", "--output-format", "concise", "--select", "FDV102", ".", cwd=work)
     assert concise(again) == [], "no module at the root of the bases"
+
+
+@pytest.mark.parametrize("word", ["loader", "a", "x1", "é", "foo-bar", "-x", "x.", ""])
+@pytest.mark.parametrize("text", ["", "loader", "data_loader", "loader2", "a loader.", "loaderloader loader", "foo-bar", "x-x.", "é-é", "(a)", "xé a_a"])
+def test_the_dead_module_test_finds_a_whole_word_as_the_pattern_does(word, text):
+    # _never_runs scans every file of the run for a module's name: the fast
+    # scan must agree with `\bword\b` wherever the word occurs, whole or not
+    import re
+
+    from fixdev.analysis.project import _word_finder
+
+    assert bool(_word_finder(word)(text)) == bool(re.search(rf"\b{re.escape(word)}\b", text))

@@ -334,7 +334,7 @@ def _never_runs(project: "Project", path: str) -> bool:
     siblings = {os.path.basename(f)[:-3] for f in project.files if os.path.dirname(f) == folder and f != path} - {"__init__"}
     if not siblings & _imported_words(project):
         return False  # nothing shows how this folder's modules are used: unsure
-    word = re.compile(rf"\b{re.escape(stem)}\b")
+    word = _word_finder(stem)
     root = os.path.commonpath(list(project.files))
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = [d for d in subfolders if not d.startswith(".") and d != "__pycache__"]
@@ -353,9 +353,33 @@ def _never_runs(project: "Project", path: str) -> bool:
                 text = Path(other).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 return False
-            if word.search(text):
+            if word(text):
                 return False
     return True
+
+
+_WORD_CHARACTER = re.compile(r"\w")
+
+
+def _word_finder(word: str):
+    """A test of whether a text holds ``word`` whole (``\\bword\\b``). For a
+    word of word characters only, the text is scanned for the word itself
+    (many times faster than the pattern, which is tried at every character)
+    and each place it occurs is looked at on both sides."""
+    if not word or not _WORD_CHARACTER.fullmatch(word[0]) or not _WORD_CHARACTER.fullmatch(word[-1]):
+        return re.compile(rf"\b{re.escape(word)}\b").search
+    size = len(word)
+    joined = _WORD_CHARACTER.match
+
+    def holds(text: str) -> bool:
+        at = text.find(word)
+        while at >= 0:
+            if (at == 0 or not joined(text, at - 1)) and not joined(text, at + size):
+                return True
+            at = text.find(word, at + 1)
+        return False
+
+    return holds
 
 
 
