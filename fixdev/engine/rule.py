@@ -327,20 +327,15 @@ def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     if type(node) in _LEAVES:
         return []
     found = []
-    known = _NODE_TYPES.get  # (_is_node, read here first: most of the calls the walks make)
     for name in _child_fields(type(node)):
         value = getattr(node, name)
         value_type = type(value)
         if value_type is tuple or value_type is list:
             for child in value:
-                child_type = type(child)
-                is_node = known(child_type)
-                if is_node or (is_node is None and _is_node(child_type)):
+                if _is_node(type(child)):
                     found.append(child)
-        else:
-            is_node = known(value_type)
-            if is_node or (is_node is None and _is_node(value_type)):
-                found.append(value)
+        elif _is_node(value_type):
+            found.append(value)
     return found
 
 
