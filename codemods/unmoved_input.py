@@ -11,6 +11,7 @@ from fixdev.engine.rule import Edit, Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import ENCODING, HOST, What, ast_walk
+from fixdev.analysis.flow.evidence import DATA_CONSTRUCTORS  # torch.tensor, as_tensor, asarray: made where their data is, else on the default device
 from fixdev.analysis.paired_moves import paired_moves
 from fixdev.analysis.sibling_moves import sibling_moves
 
@@ -730,12 +731,6 @@ def _read_on_host_later(flow, statement: ast.stmt, kind: str, names: list[str], 
     return False
 
 
-# torch's constructors from data (flow's DATA_CONSTRUCTORS): without device=,
-# the tensor is where its data is if that is a tensor, else on the default device.
-_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
-_TENSOR_METHODS = analysis.TENSOR_METHODS
-
-
 def _unplaced_message(flow, sink) -> str | None:
     """For a tensor bound from a call the analysis does not see into (an
     ``"unplaced"`` sink) nothing shows it is on the CPU: say what is shown.
@@ -747,9 +742,9 @@ def _unplaced_message(flow, sink) -> str | None:
     for target in sink.origins:
         statement = analysis.ast_parents(flow).get(target)
         value = statement.value if type(statement) is ast.Assign and statement.targets == [target] else None
-        while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in _TENSOR_METHODS:
+        while type(value) is ast.Call and type(value.func) is ast.Attribute and value.func.attr in analysis.TENSOR_METHODS:
             value = value.func.value
-        if type(value) is ast.Call and flow.index.static_name(value.func, flow.index.scope_at((value.lineno, value.col_offset))) in _FROM_DATA:
+        if type(value) is ast.Call and flow.index.static_name(value.func, flow.index.scope_at((value.lineno, value.col_offset))) in DATA_CONSTRUCTORS:
             made = ast.unparse(value.func)
             return (f"Tensor made by `{made}(...)` without `device=` (on the default device, the CPU unless set otherwise, or where its data is"
                     " if that is a tensor) reaches a model or tensor on a device; move it there")
