@@ -321,3 +321,27 @@ def test_the_parse_in_pieces_on_real_files():
             at = chooser.randrange(len(text) + 1)
             text = text[:at] + chooser.choice(PIECES) + text[at:]
             assert _parsed(reuse, text) == _whole(text), (path, at)
+
+
+TRIGGERED = ["cuda", ".cuda()", "device", "'cuda'", "pin_memory", ".to(x)", "numpy", "# noqa: FDV104", "class ", "def ", "\n", " ", "x", "(", ")", ".shape", "optim"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=len(SLOTS), max_size=len(SLOTS)), st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.booleans(), st.sampled_from(TRIGGERED + PIECES)), min_size=1, max_size=12))
+def test_triggers_tried_where_they_matched_before_answer_as_a_search(choice, keys):
+    """``source.matches`` tries each trigger first where it matched the
+    text before (moved by the change in length): edit after edit, every
+    rule's trigger answers as a search of the whole text."""
+    import re
+
+    from fixdev.engine.registry import RuleInfo, _compiled
+    from fixdev.engine.source import matches
+
+    patterns = [pattern for rule in all_rules() for pattern in _compiled(RuleInfo.of(rule).trigger if not isinstance(rule, RuleInfo) else rule.trigger)]
+    patterns += [re.compile(source) for source in (r"(?m)^x", r"\bx\b", r"(?<=\.)cuda", r"x\Z", r"\Ax", r"cuda(?!\()")]
+    text = _script(choice)
+    for where, typing, typed in [(0.0, True, "")] + keys:
+        at = int(where * len(text))
+        text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
+        for pattern in patterns:
+            assert matches(pattern, text) == (pattern.search(text) is not None), (pattern.pattern, text)

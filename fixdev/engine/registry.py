@@ -19,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple, Union
 
+from fixdev.engine.source import matches
+
 if TYPE_CHECKING:
     from fixdev.engine.rule import Rule
 
@@ -70,7 +72,7 @@ class RuleInfo(NamedTuple):
 
     def might_match(self, text: str) -> bool:
         """``Rule.might_match``, read from the table."""
-        return all(pattern.search(text) for pattern in _compiled(self.trigger))
+        return all(matches(pattern, text) for pattern in _compiled(self.trigger))
 
     def load(self) -> type[Rule]:
         from fixdev import codemods

@@ -24,7 +24,7 @@ from libcst.metadata import ByteSpanPositionProvider
 
 from fixdev.engine import reparse
 from fixdev.engine.findings import SAFE, UNSAFE, Edit, Finding, Fix  # noqa: F401 - rules build these
-from fixdev.engine.source import line_start
+from fixdev.engine.source import line_start, matches
 from fixdev.engine.spans import StatementSpans, char_spans, inside_block
 
 
@@ -611,7 +611,7 @@ class Rule(BatchableCSTVisitor):
             sources = (cls.trigger,) if isinstance(cls.trigger, str) else cls.trigger
             patterns = tuple(re.compile(source) for source in sources)
             cls._trigger_patterns = patterns
-        return all(pattern.search(text) for pattern in patterns)
+        return all(matches(pattern, text) for pattern in patterns)
 
     @classmethod
     def screen(cls, screening: Screening) -> bool:

@@ -172,3 +172,32 @@ def split_lines(text: str) -> list[str]:
     """Lines with their breaks, splitting only where Python does (not at form
     feeds or Unicode separators, as ``str.splitlines`` would)."""
     return [line for line in re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text) if line]
+
+
+# Where each trigger pattern last matched, and the length of that text: a
+# language server's next version is the same text with a few characters
+# changed, and a match before the change (or after it, moved by the change in
+# length) is usually still there. The hint is only tried, never trusted.
+_FOUND_AT: dict[re.Pattern[str], tuple[int, int]] = {}
+
+
+def matches(pattern: re.Pattern[str], text: str) -> bool:
+    """``pattern.search(text) is not None``, trying first where the pattern
+    matched the text searched before. ``pattern.match(text, pos)`` is the
+    search's own attempt at ``pos`` (``^``, ``\\b`` and lookbehind see the
+    whole text, not a slice): when it matches, the search would have found
+    a match (there or earlier); when not, the text is searched whole."""
+    hint = _FOUND_AT.get(pattern)
+    if hint is not None:
+        start, length = hint
+        for at in (start, start + len(text) - length):
+            if 0 <= at <= len(text) and pattern.match(text, at) is not None:
+                _FOUND_AT[pattern] = (at, len(text))
+                return True
+    found = pattern.search(text)
+    if found is None:
+        return False
+    if len(_FOUND_AT) > 4096:  # patterns are few (the rules' triggers); a bound all the same
+        _FOUND_AT.clear()
+    _FOUND_AT[pattern] = (found.start(), len(text))
+    return True
