@@ -345,3 +345,60 @@ def test_triggers_tried_where_they_matched_before_answer_as_a_search(choice, key
         text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
         for pattern in patterns:
             assert matches(pattern, text) == (pattern.search(text) is not None), (pattern.pattern, text)
+
+
+def _stopped_after(calls: int):
+    """A ``superseded`` that turns true at its ``calls``-th question."""
+    asked = [0]
+
+    def superseded() -> bool:
+        asked[0] += 1
+        return asked[0] >= calls
+
+    return superseded
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=len(SLOTS), max_size=len(SLOTS)), st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.booleans(), st.sampled_from(TYPED), st.integers(1, 12)), min_size=1, max_size=8))
+def test_an_analysis_stopped_by_a_newer_change_leaves_what_the_next_reuses_sound(choice, keys):
+    """The language server stops an analysis whose text a newer change
+    replaced (``fixdev.engine.stop``), between the engine's steps: after
+    CPython's parse, a screen, libcst's parse, or some nodes into the
+    rules' visit. What it kept by then (statements parsed, the flow's facts
+    so far) serves the next version: each text typed, first stopped at a
+    random step and then analysed in full, gives a fresh analysis's findings."""
+    from fixdev.engine.stop import Superseded, stoppable
+
+    engine = Engine(all_rules())
+    cache = ParseCache()
+    text = _script(choice)
+    with reusing(cache):
+        _outcome(engine, text)
+    for where, typing, typed, calls in keys:
+        at = int(where * len(text))
+        text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
+        with reusing(cache), stoppable(_stopped_after(calls)):
+            try:
+                _outcome(engine, text)
+            except Superseded:
+                pass
+        with reusing(cache):
+            kept = _outcome(engine, text)
+        assert kept == _outcome(engine, text), text
+
+
+def test_a_superseded_analysis_stops_and_the_command_line_never_does():
+    from fixdev.engine.stop import Superseded, checkpoint, stoppable
+
+    engine = Engine(all_rules())
+    text = BASE + "\nprobe = torch.zeros(1).cuda()\n"
+    for calls in (1, 2, 3, 5, 8):
+        with reusing(ParseCache()), stoppable(_stopped_after(calls)):
+            try:
+                engine.lint(text)
+            except Superseded:
+                continue
+        raise AssertionError(f"not stopped at the {calls}th question")
+    with stoppable(lambda: False):
+        assert engine.lint(text) == engine.lint(text)
+    checkpoint()  # outside stoppable: nothing to stop

@@ -20,7 +20,7 @@ from typing import Any, Callable, Collection, Iterable, Iterator, Mapping, Seque
 
 import libcst as cst
 
-from fixdev.engine import ast_reuse, budget, reparse
+from fixdev.engine import ast_reuse, budget, reparse, stop
 from fixdev.engine.findings import Edit, Finding, apply_edits
 from fixdev.engine.registry import load
 from fixdev.engine.rule import RuleContext, Screening
@@ -268,12 +268,19 @@ class Engine:
             # Screens read CPython's tree: most files a trigger matches hold
             # nothing for any rule, and then libcst never parses them.
             screening = Screening(text, tree, project, shared)
-            rules = [rule for rule in rules if rule.screen(screening)]
+            passed = []
+            for rule in rules:
+                stop.checkpoint()  # between steps only (the language server's newer change)
+                if rule.screen(screening):
+                    passed.append(rule)
+            rules = passed
             if not rules:
                 return [], []
         if tree is not None:
             budget.check(tree, text, _node_count)  # before libcst's tree, which takes most of a file's memory
+        stop.checkpoint()
         module = _libcst_parse(text, cpython_error, tree)
+        stop.checkpoint()
         cache = reparse.active()
         if cache is not None and cache.last is module:
             shared["code"] = parseable_text(text)  # put together from pieces, checked to be the text: no generation needed

@@ -22,7 +22,7 @@ from libcst import BatchableCSTVisitor
 from libcst.metadata import BaseMetadataProvider, CodeSpan, QualifiedNameProvider, QualifiedNameSource
 from libcst.metadata import ByteSpanPositionProvider
 
-from fixdev.engine import reparse
+from fixdev.engine import reparse, stop
 from fixdev.engine.findings import SAFE, UNSAFE, Edit, Finding, Fix  # noqa: F401 - rules build these
 from fixdev.engine.source import line_start, matches
 from fixdev.engine.spans import StatementSpans, char_spans, inside_block
@@ -510,7 +510,18 @@ class RuleContext:
                 if node_type in TRIVIA:
                     raise TypeError(f"{type(rule).__name__}.{name}: the index leaves layout tokens out (fixdev.engine.rule.TRIVIA); find them from the node that holds them")
                 dispatch.setdefault(node_type, []).append(getattr(rule, name))
-        for node in self.index().order:
+        order = self.index().order
+        superseded = stop.current()
+        if superseded is None:
+            for node in order:
+                for method in dispatch.get(type(node), ()):
+                    method(node)
+            return
+        # In the language server: stopped between nodes once a newer change
+        # came (``fixdev.engine.stop``), never inside a rule's method.
+        for number, node in enumerate(order):
+            if not number & 255 and superseded():
+                raise stop.Superseded
             for method in dispatch.get(type(node), ()):
                 method(node)
 

@@ -30,14 +30,17 @@ from fixdev.engine.noqa import noqa_edit
 from fixdev.engine.reparse import ParseCache, reusing
 from fixdev.engine.registry import SelectionError, find_rule
 from fixdev.engine.source import LineIndex, Source, SyntaxLocation
+from fixdev.engine.stop import Superseded, stoppable
 from fixdev.files.config import Settings, nearest
 from fixdev.files.discovery import force_excluded
 from fixdev.interfaces.lsp_text import Positions, apply_change
 
 FIX_ALL = "source.fixAll.fixdev"
 NOTEBOOK_FIX_ALL = "notebook.source.fixAll.fixdev"
-# How long a document is left without changes before it is analysed: keys
-# typed faster than this are analysed once, after the last.
+# How long a document is left without changes before its diagnostics are
+# sent (a notebook's: before it is analysed): keys typed faster than this get
+# diagnostics once, for the last. A plain document's analysis begins at each
+# change and stops when a newer one comes (``publish_in_worker``).
 DEBOUNCE_SECONDS = 0.03  # VS Code's notebook.codeActionsOnSave asks for notebook.source.*
 
 
@@ -409,18 +412,26 @@ def serve() -> None:
         gc.freeze()
 
     def publish_in_worker(uri: str) -> None:
-        """``publish`` of a plain document, its analysis on the worker thread;
-        the result is sent only if the document still has that text and version."""
+        """``publish`` of a plain document, its analysis on the worker thread,
+        begun at once: it stops at its next step (``fixdev.engine.stop``)
+        when a newer change comes, and its result is sent only if the
+        document still has that text and version ``DEBOUNCE_SECONDS`` after
+        the change (held until then when ready sooner): a burst of keys
+        typed faster than that gets diagnostics once, for its last text."""
         text, version = texts[uri], versions.get(uri)
+        quiet_at = loop[0].time() + DEBOUNCE_SECONDS if loop else 0.0
 
         def current() -> bool:
             return texts.get(uri) == text and versions.get(uri) == version
 
         def work() -> None:
-            if not current():  # a newer change came while this waited: its own timer is set
+            if not current():  # a newer change came while this waited: its own analysis is queued
                 return
             try:
-                params = document_diagnostics(uri, text, version)
+                with stoppable(lambda: not current()):
+                    params = document_diagnostics(uri, text, version)
+            except Superseded:  # stopped between two steps: the newer text's analysis is next
+                return
             except Exception:  # noqa: BLE001 - on the loop's thread pygls would have logged it; a worker's future would keep it unseen
                 on_loop(server.window_log_message, lsp.LogMessageParams(type=lsp.MessageType.Error, message=f"fixdev: {uri}: internal error\n{traceback.format_exc()}"))
                 return
@@ -429,8 +440,13 @@ def serve() -> None:
             on_loop(send, params)
 
         def send(params) -> None:
-            if current():
-                server.text_document_publish_diagnostics(params)
+            if not current():
+                return
+            wait = quiet_at - loop[0].time() if loop else 0.0
+            if wait > 0:  # ready before the burst can be known to have ended
+                loop[0].call_later(wait, send, params)
+                return
+            server.text_document_publish_diagnostics(params)
 
         worker.submit(work)
 
@@ -511,23 +527,27 @@ def serve() -> None:
         publish(params.text_document.uri)
 
     def publish_soon(uri: str) -> None:
-        """Publish after ``DEBOUNCE_SECONDS`` without another change of ``uri``
-        (a notebook's cells count as its own). The server's messages are
+        """A plain document: analysed at once on the worker, published once
+        ``DEBOUNCE_SECONDS`` passed without another change (``publish_in_worker``).
+        A notebook (its cells count as its own): published after
+        ``DEBOUNCE_SECONDS`` without another change. The server's messages are
         handled in order, so changes that came while an analysis ran are all
         taken before the timer fires: one analysis for them, of the newest text."""
         handle = waiting.pop(uri, None)
         if handle is not None:
             handle.cancel()
 
-        def fire() -> None:
-            waiting.pop(uri, None)
-            if uri in texts and notebook_of(uri) is None and not is_notebook(Path(uri)):
-                publish_in_worker(uri)
-            elif uri in texts or notebook_of(uri) is not None:
-                publish(uri)
-
         if not loop:
             loop.append(asyncio.get_running_loop())
+        if uri in texts and notebook_of(uri) is None and not is_notebook(Path(uri)):
+            publish_in_worker(uri)  # analysed at once; a newer change stops it
+            return
+
+        def fire() -> None:
+            waiting.pop(uri, None)
+            if uri in texts or notebook_of(uri) is not None:
+                publish(uri)
+
         waiting[uri] = loop[0].call_later(DEBOUNCE_SECONDS, fire)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
