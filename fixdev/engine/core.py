@@ -261,6 +261,7 @@ class Engine:
         if not rules:
             syntax_check(text)
             return [], []
+        stop.checkpoint()
         # The language server's: parsed in pieces against the version before,
         # unchanged statements keeping their nodes (the CLI: one whole parse).
         tree, cpython_error = ast_reuse.parse(text, _cpython_parse)
