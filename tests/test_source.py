@@ -81,3 +81,26 @@ def test_line_ends_are_after_each_python_line_break(text):
         expected.pop()  # the last line has no break
     assert line_ends(text) == expected
     assert line_ends(text.replace("\r", "")) == [m.end() for m in re.finditer(r"\n", text.replace("\r", ""))]
+
+
+@given(st.text(alphabet="ab\n\r\x0c\x0b\x1c\x85\u2028é", max_size=40))
+def test_split_lines_without_a_carriage_return_is_the_regular_expressions_split(text):
+    """The fast way (no ``\\r``) gives the lines the general one does: a
+    line break is ``\\n`` only, not a form feed or a Unicode separator."""
+    general = [line for line in re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text) if line]
+    assert split_lines(text) == general
+    plain = text.replace("\r", "")
+    assert split_lines(plain) == [line for line in re.split(r"(?<=\n)", plain) if line]
+    assert "".join(split_lines(plain)) == plain
+
+
+def test_line_ends_kept_for_a_text_are_a_new_list_each_time():
+    from fixdev.engine.source import line_ends
+
+    text = "a\nb\nc"
+    first = line_ends(text)
+    first.append(99)
+    assert line_ends(text) == [2, 4] and line_ends(text) is not line_ends(text)
+    for other in ("x\n" * n for n in range(8)):  # more texts than are kept
+        assert line_ends(other) == [2 * (k + 1) for k in range(other.count("\n"))]
+    assert line_ends(text) == [2, 4]

@@ -115,13 +115,25 @@ def parseable_text(text: str) -> str:
     return _LONE_CR.sub("\n", text) if "\r" in text else text
 
 
+# The line ends of the last few texts asked: one version of a file is asked
+# for them by the parse in pieces, the splice, libcst's pieces, the flow and
+# the spans, each a walk of the whole text.
+_ENDS: dict[str, list[int]] = {}
+
+
 def line_ends(text: str) -> list[int]:
     """The offset just after each line break (CR LF, CR or LF, as
-    Python counts lines), in order."""
-    if "\r" in text:
-        return [m.end() for m in _LINE_BREAK.finditer(text)]
-    # (a third of the time of a match object per line, on long files)
-    return list(accumulate(len(line) + 1 for line in text.split("\n")[:-1]))
+    Python counts lines), in order (a new list: the caller's to change)."""
+    found = _ENDS.get(text)
+    if found is None:
+        if "\r" in text:
+            found = [m.end() for m in _LINE_BREAK.finditer(text)]
+        else:  # (a third of the time of a match object per line, on long files)
+            found = list(accumulate(len(line) + 1 for line in text.split("\n")[:-1]))
+        if len(_ENDS) >= 4:
+            _ENDS.clear()
+        _ENDS[text] = found
+    return list(found)
 
 
 class LineIndex:
@@ -171,6 +183,13 @@ class CPythonPositions:
 def split_lines(text: str) -> list[str]:
     """Lines with their breaks, splitting only where Python does (not at form
     feeds or Unicode separators, as ``str.splitlines`` would)."""
+    if "\r" not in text:  # the same lines, a tenth of the time
+        lines = text.split("\n")
+        last = lines.pop()
+        found = [line + "\n" for line in lines]
+        if last:
+            found.append(last)
+        return found
     return [line for line in re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text) if line]
 
 
