@@ -92,8 +92,19 @@ KEYS = st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.booleans(), st.s
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(0, 4), min_size=len(SLOTS), max_size=len(SLOTS)), KEYS)
-def test_typing_anywhere_keeps_the_findings_of_a_fresh_analysis(choice, keys):
+@given(st.lists(st.integers(0, 4), min_size=len(SLOTS), max_size=len(SLOTS)), KEYS, st.booleans())
+def test_typing_anywhere_keeps_the_findings_of_a_fresh_analysis(choice, keys, rebuilt):
+    """``rebuilt``: every def and class typed in is made from its last
+    version (``AstReuse._rebuilt``, from one line up rather than 40)."""
+    _INNER_LINES = ast_reuse._INNER_LINES
+    ast_reuse._INNER_LINES = 1 if rebuilt else _INNER_LINES
+    try:
+        _typing_keeps_the_findings(choice, keys)
+    finally:
+        ast_reuse._INNER_LINES = _INNER_LINES
+
+
+def _typing_keeps_the_findings(choice, keys):
     engine = Engine(all_rules())
     cache = ParseCache()
     text = _script(choice)
@@ -402,3 +413,60 @@ def test_a_superseded_analysis_stops_and_the_command_line_never_does():
     with stoppable(lambda: False):
         assert engine.lint(text) == engine.lint(text)
     checkpoint()  # outside stoppable: nothing to stop
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=len(SLOTS), max_size=len(SLOTS)), st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.booleans(), st.sampled_from(PIECES + ["        ", "\tx", "@dec\n    ", "return 1\n", "    def g():\n"])), min_size=1, max_size=10))
+def test_a_def_made_from_its_last_version_is_the_whole_parse(choice, keys):
+    """Every def and class made from its last version (``AstReuse._rebuilt``,
+    here from one line up rather than 40): the tree is the whole text's,
+    positions included, or the same error, edit after edit."""
+    reuse = ast_reuse.AstReuse()
+    reuse.inner_lines = 1
+    text = _script(choice)
+    assert _parsed(reuse, text) == _whole(text)
+    for where, typing, typed in keys:
+        at = int(where * len(text))
+        text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
+        assert _parsed(reuse, text) == _whole(text), text
+
+
+def test_a_long_function_typed_in_keeps_the_statements_the_edit_did_not_touch():
+    body = "".join(f"    x{n} = torch.zeros({n})\n" for n in range(50))
+    text = "import torch\n\n\ndef long():\n" + body + "    return x1\n\n\nlong()\n"
+    reuse = ast_reuse.AstReuse()
+    first = reuse.parse(text, lambda t: (ast.parse(t), None))[0]
+    typed = text.replace("    x20 = torch.zeros(20)\n", "    x20 = torch.zeros(20)  # typed\n")
+    second = reuse.parse(typed, lambda t: (ast.parse(t), None))[0]
+    assert reuse.rebuilt == 1 and ast.dump(second, include_attributes=True) == ast.dump(ast.parse(typed), include_attributes=True)
+    old, new = first.body[1].body, second.body[1].body
+    assert [a is b for a, b in zip(old, new)] == [n != 20 for n in range(51)]
+    assert reuse.parsed < 60  # the one statement
+    for edited in (typed.replace("    x21", "\n    x21"), typed.replace("    x30 = ", "      x30 = "), typed.replace("    x40 = torch", "x40 = torch")):
+        assert _parsed(reuse, edited) == _whole(edited)  # a line more, an indent off, out of the block: parsed whole
+
+
+def test_defs_made_from_their_last_version_on_real_files():
+    """The fixtures' and test programs' files, edited within lines (a
+    comment, a character, a name changed; the line count kept): every def
+    and class made from its last version is the whole parse."""
+    import random
+
+    from tests.conftest import FIXTURES, ROOT
+
+    chooser = random.Random(2028)
+    reuse = ast_reuse.AstReuse()
+    reuse.inner_lines = 1
+    edits = ["  # typed", "x", "(", ")", " + 1", "'", ":", "\t", "    "]
+    paths = sorted(FIXTURES.glob("*/*.py"))[::5] + sorted((ROOT / "tests" / "programs").rglob("*.py"))[::3]
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        assert _parsed(reuse, text) == _whole(text), path
+        for _ in range(4):
+            lines = text.split("\n")
+            row = chooser.randrange(len(lines))
+            column = chooser.randrange(len(lines[row]) + 1)
+            lines[row] = lines[row][:column] + chooser.choice(edits) + lines[row][column:]
+            text = "\n".join(lines)
+            assert _parsed(reuse, text) == _whole(text), (path, row)
+    assert reuse.rebuilt > 20

@@ -44,13 +44,15 @@ each file once and keeps nothing.
 from __future__ import annotations
 
 import ast
+import copy
 import warnings
+from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
 
 from fixdev.engine import reparse
-from fixdev.engine.source import line_ends
+from fixdev.engine.source import line_ends, split_lines
 
 # The children lists of the current lint's reuse (None: no reuse, the CLI).
 CHILDREN: ContextVar["dict | None"] = ContextVar("fixdev_ast_children", default=None)
@@ -62,6 +64,10 @@ _KEY = ("fixdev.engine.ast_reuse",)
 _STATEMENTS = 20_000
 _NODES = 200_000
 _CHARACTERS = 1_000_000
+# A def or class of at least this many lines, edited, is made from its last
+# version (``AstReuse._rebuilt``); a smaller one is parsed whole.
+_INNER_LINES = 40
+_REBUILT = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 class AstReuse:
@@ -78,6 +84,8 @@ class AstReuse:
         # starts on (decorators included), the offset of each line), or None.
         self._last: tuple[str, list[ast.stmt], list[int], list[int]] | None = None
         self.parsed = 0  # characters CPython parsed in pieces, for tests and benchmarks
+        self.inner_lines = _INNER_LINES  # the size from which a def or class is made from its last version
+        self.rebuilt = 0  # defs and classes made from their last version, for tests and benchmarks
 
     def parse(self, text: str, whole: Callable[[str], tuple]) -> tuple:
         """``whole(text)`` (CPython's ``(tree, error)`` of ``text``), the tree
@@ -147,6 +155,13 @@ class AstReuse:
                 k += 1
             begin = starts[firsts[a]] if a else 0
             end = starts[firsts[k]] if k < count else len(new)
+            if k == a + 1 and type(body[a]) in _REBUILT:
+                old_begin = old_starts[firsts[a]] if a else 0
+                old_end = old_starts[firsts[k]] if k < count else len(old)
+                rebuilt = self._rebuilt(body[a], old[old_begin:old_end], new[begin:end], firsts[a] if a else 1)
+                if rebuilt is not None:
+                    made.append(rebuilt)
+                    continue
             # Parsed below as many empty lines as come before it, so CPython
             # gives its nodes their line numbers (no walk moving them after:
             # ``ast.increment_lineno`` over a 740-line function took ~4 ms).
@@ -160,6 +175,75 @@ class AstReuse:
             self.parsed += end - begin
             made.extend(piece.body)
         return ast.Module(body=made, type_ignores=[])
+
+    def _rebuilt(self, old: ast.stmt, old_piece: str, piece: str, line: int) -> ast.stmt | None:
+        """A new version of a long def or class, ``old``'s piece (starting at
+        ``line``) edited into ``piece`` on the same number of lines: the
+        statements of its body that the edit did not touch are ``old``'s
+        nodes, the others parsed alone. None where that cannot be shown to
+        be the whole parse (the piece is then parsed whole).
+
+        The lines before the first changed one and after the last are the
+        same text at the same line numbers. The body statements whose lines
+        (from the first, decorators included, to the next one's first) are
+        all among them are kept; the run between is parsed below a line
+        ``if 1:`` and as many empty lines as come before it, so its nodes
+        get their own positions. That is the whole parse's: at the run's
+        first line the tokenizer is where it was in the version before (a
+        new logical line, the block's indent on the stack), the run parses
+        alone to its end with nothing left open, its statements stand at the
+        block's indent (the same characters), and the next kept statement's
+        lines follow as before."""
+        if old.end_lineno - old.lineno + 1 < self.inner_lines:
+            return None
+        old_lines, lines = split_lines(old_piece), split_lines(piece)
+        if len(old_lines) != len(lines):
+            return None  # a line added or removed: the statements below moved
+        count = len(lines)
+        low = 0
+        while low < count and lines[low] == old_lines[low]:
+            low += 1
+        high = count
+        while high > low and lines[high - 1] == old_lines[high - 1]:
+            high -= 1
+        if low == count:
+            return None
+        first_changed, after_changed = line + low, line + high  # absolute; the second exclusive
+        body = old.body
+        firsts = [s.decorator_list[0].lineno if getattr(s, "decorator_list", None) else s.lineno for s in body]
+        if first_changed < firsts[0] or firsts[0] <= old.lineno:
+            return None  # the header edited, or a body on the header's line
+        i = bisect_right(firsts, first_changed) - 1
+        j = bisect_left(firsts, after_changed)
+        if (i and body[i - 1].end_lineno >= firsts[i]) or (j < len(body) and body[j - 1].end_lineno >= firsts[j]):
+            return None  # a; b across the run's edge
+        start = firsts[i] - line
+        end = firsts[j] - line if j < len(body) else count
+        first_text = old_lines[firsts[0] - line]
+        indent = first_text[: len(first_text) - len(first_text.lstrip(" \t"))]
+        if not indent:
+            return None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run = ast.parse("\n" * (firsts[i] - 2) + "if 1:\n" + "".join(lines[start:end]))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        if len(run.body) != 1 or type(run.body[0]) is not ast.If or run.body[0].orelse:
+            return None  # the run reaches out of the block
+        made = run.body[0].body
+        for statement in made:
+            first = statement.decorator_list[0].lineno if getattr(statement, "decorator_list", None) else statement.lineno
+            text = lines[first - line]
+            if text[: len(indent)] != indent or text[len(indent) : len(indent) + 1] in (" ", "\t"):
+                return None  # not at the block's indent, character for character
+        self.parsed += sum(len(text) for text in lines[start:end])
+        self.rebuilt += 1
+        node = copy.copy(old)
+        node.body = [*body[:i], *made, *body[j:]]
+        if j == len(body):
+            node.end_lineno, node.end_col_offset = made[-1].end_lineno, made[-1].end_col_offset
+        return node
 
     def splice(self, text: str, tree: ast.Module) -> ast.Module:
         """``tree`` (CPython's tree of ``text``) with each top-level statement
