@@ -248,7 +248,8 @@ def test_the_node_count_put_together_by_statement_is_the_whole_trees(monkeypatch
     from fixdev.engine import budget
     from fixdev.engine.core import _node_count
 
-    texts = [BASE, BASE.replace("    y = model(x)\n", "    y = model(x)  # typed\n"), "x = 1  # type: ignore\n" + BASE, _script([1, 1, 1, 2, 0, 2, 0, 1, 2, 0, 3, 0, 0, 2, 3, 0, 2, 1, 0])]
+    long = "import torch\n\n\n@dec\nclass Long:\n    x: int = 1\n\n    def long(self, a: int = 2) -> int:\n" + "".join(f"        x{n} = torch.zeros({n}, a)[0]\n" for n in range(50)) + "        return x1\n"
+    texts = [BASE, BASE.replace("    y = model(x)\n", "    y = model(x)  # typed\n"), "x = 1  # type: ignore\n" + BASE, _script([1, 1, 1, 2, 0, 2, 0, 1, 2, 0, 3, 0, 0, 2, 3, 0, 2, 1, 0]), long, long.replace("x20 =", "y20 =")]
     cache = ParseCache()
     with reusing(cache), ast_reuse.walking():
         for text in texts + texts:

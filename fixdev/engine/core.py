@@ -186,8 +186,30 @@ def _node_count(tree: ast.AST) -> int:
     own node, its statements' and its ``type_ignores`` (no child nodes)."""
     if ast_reuse.active() is None or type(tree) is not ast.Module:
         return budget.count_nodes(tree)
-    statements = sum(ast_reuse.remembered("nodes", statement, lambda statement=statement: budget.count_nodes(statement)) for statement in tree.body)
+    statements = sum(ast_reuse.remembered("nodes", statement, lambda statement=statement: _statement_count(statement)) for statement in tree.body)
     return 1 + len(tree.type_ignores) + statements
+
+
+_BODIED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _statement_count(statement: ast.stmt) -> int:
+    """``budget.count_nodes(statement)``; a def's or class's as its own node,
+    its other fields' nodes, and each body statement's count, kept with it
+    (a long def typed in keeps the body statements the edit did not touch:
+    ``ast_reuse.AstReuse._rebuilt``)."""
+    if type(statement) not in _BODIED:
+        return budget.count_nodes(statement)
+    count = 1
+    for name in statement._fields:
+        value = getattr(statement, name, None)
+        if name == "body":
+            count += sum(ast_reuse.remembered("nodes", inner, lambda inner=inner: _statement_count(inner)) for inner in value)
+        elif type(value) is list:
+            count += sum(budget.count_nodes(item) for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST):
+            count += budget.count_nodes(value)
+    return count
 
 
 class Engine:
