@@ -471,3 +471,22 @@ def test_defs_made_from_their_last_version_on_real_files():
             text = "\n".join(lines)
             assert _parsed(reuse, text) == _whole(text), (path, row)
     assert reuse.rebuilt > 20
+
+
+def test_a_defs_expression_spans_put_together_by_statement_are_one_walks():
+    """``ast_reuse.spans_of`` of a def or class (its header's spans, then
+    each body statement's, kept by it) is the walk of the whole statement,
+    version after version, methods and nested defs included."""
+    from fixdev.analysis.flow import FileFlow
+
+    long = "import torch\n\n\n@dec(1)\nclass Long(Base, metaclass=M):\n    x: int = (1)\n\n    @staticmethod\n    def long(a: int = torch.zeros(2), *b, c=(3), **d) -> int:\n" + "".join(f"        x{n} = torch.zeros({n}, a)[0] + (b)  # é\n" for n in range(50)) + "        def inner(y=x1):\n            return (y)\n        return inner(x1)\n"
+    texts = [long, long.replace("x20 = torch", "y20 = torch"), long.replace("# é\n        x30", "# é typed\n        x30"), _script([1, 1, 0, 2, 0, 2, 0, 1, 2, 0, 3, 0, 0, 2, 3, 0, 2, 1, 0])]
+    cache = ParseCache()
+    with reusing(cache), ast_reuse.walking():
+        for text in texts:
+            tree, _ = ast_reuse.parse(text, lambda t: (ast.parse(t), None))
+            flow = FileFlow(tree, text=text)
+            for statement in tree.body:
+                base = flow._offset(statement.lineno, 0)
+                assert ast_reuse.spans_of(statement, base, flow._offset, flow._relative_spans) == flow._relative_spans(statement, base), text
+    assert cache.by_node[("fixdev.engine.ast_reuse",)].rebuilt >= 1

@@ -357,3 +357,32 @@ def remembered(what: str, node: ast.AST, make: Callable[[], object]):
 
 
 _MISSING = object()
+
+
+def spans_of(statement: ast.stmt, base: int, offset: Callable[[int, int], int], walked: Callable[[ast.AST, int], dict]) -> dict:
+    """``walked(statement, base)``: the spans of a statement's expressions,
+    relative to ``base``, each to the first node the walk meets with it
+    (``FileFlow._relative_spans``). A def's or class's, in the language
+    server, put together from its header's and each body statement's, kept
+    by that statement relative to its own first line: a long def typed in
+    keeps the statements the edit did not touch (``AstReuse._rebuilt``).
+    The parts' spans are disjoint, and a walk of each (breadth first) meets
+    its nodes in the order the walk of the whole does: the same node first."""
+    if type(statement) not in _REBUILT or _CURRENT.get() is None:
+        return walked(statement, base)
+    found: dict = {}
+    for name in statement._fields:
+        value = getattr(statement, name, None)
+        if name == "body" or value is None:
+            continue
+        for item in value if type(value) is list else (value,):
+            if isinstance(item, ast.AST):
+                for span, node in walked(item, base).items():
+                    found.setdefault(span, node)
+    for inner in statement.body:
+        inner_base = offset(inner.lineno, 0)
+        relative = remembered("spans", inner, lambda inner=inner, inner_base=inner_base: spans_of(inner, inner_base, offset, walked))
+        shift = inner_base - base
+        for (start, end), node in relative.items():
+            found.setdefault((start + shift, end + shift), node)
+    return found

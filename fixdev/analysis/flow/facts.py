@@ -983,7 +983,7 @@ class FileFlow:
             # by offsets from the statement's first line, kept across versions
             # (``ast_reuse``: a node kept stands on the same lines, the same text)
             base = self._offset(statement.lineno, 0)
-            relative = remembered("spans", statement, lambda: self._relative_spans(statement, base))
+            relative = remembered("spans", statement, lambda: ast_reuse.spans_of(statement, base, self._offset, self._relative_spans))
             found = self._spans[statement] = {(start + base, end + base): node for (start, end), node in relative.items()} if base else relative
         return found
 
