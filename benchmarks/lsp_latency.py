@@ -94,35 +94,44 @@ to ``codeAction`` would mean rules that report from CPython's tree.
 
 Then the analysis begun at each change (``fixdev.engine.stop``: a newer
 change stops it at its next step; its diagnostics are sent once 30 ms have
-passed without another change, so the burst still gets them once), the
-pieces parsed below blank lines (no ``ast.increment_lineno`` walk over the
-edited 742-line ``main()``) and the triggers tried first where they matched
-the text before. A server counting its analyses, through this script's
-``measure`` (12 bursts on train.py): 13 ran to the end (the open and each
-burst's last text) and 47 were stopped. Longest run between two
-checkpoints, in-process: 10-15 ms on main.py, 15-30 ms on train.py (a screen,
-or a rule's visit asking the flow). ``--bursts 12 --rounds 2`` against
-ee1b1bf (``git archive``), two runs minutes apart, load average 2.7 to 3.1
-on 2 cores (above the tables before: at this load the base is 20-70 ms
-slower than at 1.6 to 2.3):
+passed without another change, so a burst still gets them once), a long
+def or class typed in made from its last version (``AstReuse._rebuilt``:
+the body statements the edit did not touch keep their CPython nodes; its
+node count and its expressions' spans, ``ast_reuse.spans_of``, put together
+from theirs), the pieces parsed below blank lines (no
+``ast.increment_lineno`` walk) and the triggers tried first where they
+matched the text before. A server counting its analyses, through this
+script's ``measure`` (12 bursts on train.py): 13 ran to the end (the open
+and each burst's last text), 47 were stopped. Longest run between two
+checkpoints, in-process: 10-15 ms on main.py, 15-30 ms on train.py (a
+screen, or a rule's visit asking the flow). ``--bursts 12 --rounds 2``
+against ee1b1bf (``git archive``), load average 2.4 to 2.8 on 2 cores
+(above the tables before):
 
     file (lines)                  ee1b1bf med / p95   this med / p95
-    imagenet main.py (530)          90 / 102, 127 / 249   106 / 148, 96 / 124
-    timm train.py (1,533)          173 / 308, 183 / 273   150 / 265, 124 / 223
-    DomainBed algorithms.py (2,552) 263 / 328, 202 / 228  131 / 271, 164 / 204
+    imagenet main.py (530)               125 / 163            90 / 183
+    timm train.py (1,533)                166 / 258            93 / 190
+    DomainBed algorithms.py (2,552)      211 / 297           161 / 216
 
-(a third run of main.py alone, ``--rounds 3``: 143 / 203 -> 105 / 127).
+Two runs before the def was made from its last version (load 2.7 to 3.1):
+main.py 90/102, 127/249 -> 106/148, 96/124; train.py 173/308, 183/273 ->
+150/265, 124/223; algorithms.py 263/328, 202/228 -> 131/271, 164/204.
+main.py's p95 is not better: an analysis stops only between steps.
+
 CPU per keystroke in-process (``time.process_time``, ParseCache warm, the
-builds taking turns): train.py 71-72 -> 67-68 ms at load ~1 (three turns of
-12 keys; CPython's parse in pieces 7.4-7.6 -> 6.0 ms, measured at load
-3.5; the triggers 4.0 -> 3.1 ms, the two ways in turn on the same texts); at
-load 2.5 to 3.5 the medians of 10 scattered by more than that (main.py 45,
-45 -> 54, 44; train.py 99, 96 -> 79, 112; algorithms.py 124, 135 -> 119,
-116). Of train.py's ~68 ms: ~25 the screens (FDV102 16, FDV114 9), ~33 the
-rules' visit (FDV109 13.5, FDV104 12, FDV106 8, nearly all of it asking the
-device flow about the edited ``main()``), ~4 libcst's re-parse, ~2 the
-index, ~6 CPython's parse. Not reached: the 15-20 ms of CPU a keystroke was
-to lose (this is ~5), and a median under 100 ms on train.py shown at low load.
+benchmark's edit, the builds taking turns, medians of 12 to 15; load 2.3
+to 2.9): main.py 35.6, 38.4 -> 34.5, 31.2 ms; train.py 75.7, 78.0, 77.0 ->
+64.5, 65.8, 62.5 (before the spans were put together), 87.8, 73.1, 83.8 ->
+59.2, 64.1, 67.3 and 77.4, 84.2 -> 66.5, 69.5 (after); algorithms.py
+115.2, 143.0 -> 109.4, 125.0. On train.py, measured alone: CPython's parse
+7.4-7.6 -> 2.2-2.6 ms, the flow's expression spans 7.1 -> 0.6, the node
+count 1.2-1.7 -> 0.5, the triggers 4.0 -> 3.1. Of train.py's ~65 ms left:
+~25 the screens (FDV102 16, FDV114 9: walks of the whole module, and the
+flow), ~30 the rules' visit (FDV109, FDV104 and FDV106, most of it asking
+the device flow, which re-runs the module and the edited ``main()``, ~13
+ms), ~3 libcst's re-parse, ~2 the index. The median target (100 ms on
+~1,500 lines) was met in one run at load 2.4 to 2.8 (93 ms); at low load
+it was not measured again.
 """
 
 from __future__ import annotations

@@ -36,6 +36,13 @@ as a whole is parsed (its error is the whole text's). Texts with a carriage
 return, a form feed, a byte-order mark, ``barry_as_FLUFL`` or two top-level
 statements on one line are parsed whole.
 
+A long def or class typed in (``_INNER_LINES`` lines up, the same number of
+lines) is made from its last version (``AstReuse._rebuilt``): its body
+statements that the edit did not touch keep their nodes, and the run of
+the others is parsed alone, below a line ``if 1:``. Its node count
+(``core._node_count``) and its expressions' spans (``spans_of``) are then
+put together from what each body statement keeps.
+
 Active only through ``fixdev.engine.reparse.reusing`` (the language server's
 cache) and within ``walking()``, which ``Linter.lint`` enters: the CLI parses
 each file once and keeps nothing.
