@@ -113,6 +113,8 @@ against ee1b1bf (``git archive``), load average 2.4 to 2.8 on 2 cores
     timm train.py (1,533)                166 / 258            93 / 190
     DomainBed algorithms.py (2,552)      211 / 297           161 / 216
 
+A second run minutes later (load 4.4 to 4.7; train.py and main.py only):
+train.py 174/282 -> 124/194, main.py 114/157 -> 66/77.
 Two runs before the def was made from its last version (load 2.7 to 3.1):
 main.py 90/102, 127/249 -> 106/148, 96/124; train.py 173/308, 183/273 ->
 150/265, 124/223; algorithms.py 263/328, 202/228 -> 131/271, 164/204.
