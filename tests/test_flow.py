@@ -1441,3 +1441,52 @@ class Loss:
 def test_entry_moves(source, expected):
     flow = FileFlow(prepare(source))
     assert [(e.function.name, e.name, e.device, e.origin.name) for e in flow.entry_moves()] == expected
+
+
+def test_ast_children_are_the_child_nodes_but_the_load_and_store_markers():
+    """The walks' step reads no identifier or number fields and takes whole
+    lists where the grammar's lists hold nodes only: every list that may hold
+    names or None (``global``, ``nonlocal``, ``{**d}``, a keyword-only
+    parameter without a default, a class pattern's keyword attributes) still
+    gives exactly its nodes."""
+    from fixdev.analysis.flow import ast_children
+
+    source = textwrap.dedent(
+        """
+        import torch, torch.nn as nn
+        from . import mod as m
+        def f(a, /, b=1, *args, c, d=torch.zeros(2), **kw) -> int:
+            global g
+            def inner():
+                nonlocal a
+                return {**kw, "k": a, **{}}
+            x: int = 1
+            x += f"{a!r:>{b}}"
+            for i, (j, *k) in enumerate(args):
+                del k
+            with open(x) as h, open(b):
+                pass
+            try:
+                pass
+            except (ValueError, TypeError) as e:
+                raise RuntimeError() from e
+            match a:
+                case Point(1, y=2, z=[q, *rest]) | {"k": 3, **others}:
+                    pass
+                case str() as s if s:
+                    pass
+            return [z async for z in b if z] and (lambda u, *, v: u)(1, v=2)
+        @dataclass
+        class C(Base, metaclass=M):
+            attr: int = 0
+        """
+    )
+    seen = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.expr_context):
+            continue
+        seen.add(type(node))
+        expected = [child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr_context)]
+        found = ast_children(node)
+        assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected)), type(node).__name__
+    assert {ast.Global, ast.Nonlocal, ast.Dict, ast.arguments, ast.MatchClass, ast.MatchMapping} <= seen

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from fixdev.analysis.flow.lattice import HOST, UNKNOWN, UNKNOWN_PLACES, Device, SameAs, Value, What, ZERO_DIM
+from fixdev.engine.ast_reuse import remembered
 from fixdev.analysis.flow.syntax import ast_statements, ast_walk, chain_of
 from fixdev.analysis.flow.vocabulary import (
     DATA_FACTORIES,
@@ -54,49 +55,117 @@ def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset, fro
     A name the function tests the kind of (``isinstance(x, torch.Tensor)``,
     ``torch.is_tensor(x)``) is shown nothing by its uses: it may be a tensor
     in one branch and a list or a number in another."""
-    function = scope.node
-    args = function.args
+    args = scope.node.args
+    events = _events_of(flow, scope)
     names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {scope.self_name}
     first_use: dict[str, tuple] = {}
     first_strict: dict[str, tuple] = {}
     first_store: dict[str, tuple] = {}
-    assigned: set[int] = set()  # names an assignment binds: after its value is read (x = torch.cat((x, y)))
     used_locals: set[str] = set()
     tested: set[str] = set()  # isinstance(x, ...): the code takes x for more than a tensor
     counts = scope.counts
-    for node in ast_walk(function):
-        kind = type(node)
-        if kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
-            for target in node.targets if kind is ast.Assign else (node.target,):
-                for sub in ast_walk(target):
-                    if type(sub) is ast.Name and sub.id in names and type(sub.ctx) is ast.Store:
-                        assigned.add(id(sub))
-                        end = (node.end_lineno, node.end_col_offset)
-                        if end < first_store.get(sub.id, (1 << 30, 0)):
-                            first_store[sub.id] = end
-            continue
-        if kind is ast.Name:
-            if node.id in names and type(node.ctx) is not ast.Load and id(node) not in assigned:
-                _earliest(first_store, node.id, node)
-            continue
-        if kind is not ast.Call and kind is not ast.Attribute:
-            continue  # (nothing else shows a tensor: _tensor_uses)
-        if kind is ast.Call and node.args and type(node.args[0]) is ast.Name and _tests_kind(node.func):
-            tested.add(node.args[0].id)
-        for used, read in _tensor_uses(flow, node, scope):
-            if type(used) is not ast.Name:
-                continue
-            if used.id in names:
-                _earliest(first_use, used.id, used)
-                if not read:
-                    _earliest(first_strict, used.id, used)
-            elif not read and counts.get(used.id) == 1 and used.id not in scope.declared:
-                if flow.index.scope_at((used.lineno, used.col_offset)) is scope:  # not a nested function's name
-                    used_locals.add(used.id)
     never = (1 << 30, 0)
+    for event in events:
+        tag = event[0]
+        if tag is _STORE:  # (a binding's position: an assignment's end, else the name's own)
+            name = event[1]
+            if name in names and event[2] < first_store.get(name, never):
+                first_store[name] = event[2]
+            continue
+        if tag is _TESTED:
+            tested.add(event[1])
+            continue
+        if tag is _TAKES:  # the first arguments of a call, where the callee is a torch operation
+            if not _takes_tensors(flow, event[1], scope):
+                continue
+            uses = event[2]
+        else:
+            uses = event[1]
+        for used, read, at in uses:
+            if at is None:
+                continue  # not a name
+            name = used.id
+            if name in names:
+                if at < first_use.get(name, never):
+                    first_use[name] = at
+                if not read and at < first_strict.get(name, never):
+                    first_strict[name] = at
+            elif not read and counts.get(name) == 1 and name not in scope.declared:
+                if flow.index.scope_at(at) is scope:  # not a nested function's name
+                    used_locals.add(name)
     params = frozenset(name for name, at in first_use.items() if at < first_store.get(name, never) and name not in tested)
     strict = frozenset(name for name, at in first_strict.items() if at < first_store.get(name, never) and name not in tested)
     return params, strict, frozenset(used_locals - tested), frozenset(tested)
+
+
+# What ``_events_of`` records of a function's code, in the order ``ast_walk`` meets it:
+_STORE = "store"  # (_STORE, name, position): a name bound (an assignment's end, else the name's own position)
+_TESTED = "tested"  # (_TESTED, name): its kind tested (``_tests_kind``)
+_USES = "uses"  # (_USES, uses): what a tensor's own method or attribute is read from
+_TAKES = "takes"  # (_TAKES, callee, uses): a call's first arguments, tensors where the callee is a torch operation (``_takes_tensors``)
+# each use: (node, read as an array only, (line, column) of a name, None for ``x.attr``)
+
+
+def _events_of(flow, scope) -> list:
+    """What the syntax of a function (nested functions too) shows of
+    tensors (``_STORE`` … ``_TAKES``): read once per function for both
+    ``tensor_parameters`` and ``tensor_attributes``, which walked its code
+    each, kept with the file's flow and, in the language server, across
+    versions by the ``def``."""
+    key = ("evidence events", scope.node)
+    found = flow.cache.get(key)
+    if found is None:
+        found = flow.cache[key] = remembered("evidence events", scope.node, lambda: _record_events(scope.node))
+    return found
+
+
+def _record_events(function: ast.AST) -> list:
+    events: list = []
+    assigned: set[int] = set()  # names an assignment binds: after its value is read (x = torch.cat((x, y)))
+    for node in ast_walk(function):
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is not ast.Load and id(node) not in assigned:
+                events.append((_STORE, node.id, (node.lineno, node.col_offset)))
+        elif kind is ast.Call:
+            func = node.func
+            args = node.args
+            if args and type(args[0]) is ast.Name and _tests_kind(func):
+                events.append((_TESTED, args[0].id))
+            if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS:
+                uses = _named_uses(((func.value, func.attr in ARRAY_READS),))
+                if uses:
+                    events.append((_USES, uses))
+            if args and (type(func) is ast.Name or type(func) is ast.Attribute):
+                uses = _named_uses((e, False) for e in map(_unsliced, _first_arguments(node)) if e is not None)
+                if uses:
+                    events.append((_TAKES, func, uses))
+        elif kind is ast.Attribute:
+            if node.attr in TENSOR_ONLY_ATTRIBUTES:
+                uses = _named_uses(((node.value, False),))
+                if uses:
+                    events.append((_USES, uses))
+        elif kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
+            end = (node.end_lineno, node.end_col_offset)
+            for target in node.targets if kind is ast.Assign else (node.target,):
+                for sub in ast_walk(target):
+                    if type(sub) is ast.Name and type(sub.ctx) is ast.Store:
+                        assigned.add(id(sub))
+                        events.append((_STORE, sub.id, end))
+    return events
+
+
+def _named_uses(uses) -> tuple:
+    """``(node, read, position)`` of the uses that are a name (``x``) or
+    an attribute of one (``self.x``), the only ones the evidence reads."""
+    found = []
+    for used, read in uses:
+        kind = type(used)
+        if kind is ast.Name:
+            found.append((used, read, (used.lineno, used.col_offset)))
+        elif kind is ast.Attribute and type(used.value) is ast.Name:
+            found.append((used, read, None))
+    return tuple(found)
 
 
 def _tests_kind(func: ast.AST) -> bool:
@@ -155,13 +224,19 @@ def tensor_attributes(flow, cls: ast.ClassDef) -> tuple[frozenset, frozenset]:
     strict = set()
     for method in info.methods.values() if info is not None else ():
         scope = flow.index.scopes[method]
-        if not scope.self_name:
+        self_name = scope.self_name
+        if not self_name:
             continue
-        for node in ast_walk(method):
-            if type(node) is not ast.Call and type(node) is not ast.Attribute:
-                continue  # (nothing else shows a tensor: _tensor_uses)
-            for used, read in _tensor_uses(flow, node, scope):
-                if type(used) is ast.Attribute and type(used.value) is ast.Name and used.value.id == scope.self_name:
+        for event in _events_of(flow, scope):
+            tag = event[0]
+            if tag is _USES:
+                uses = event[1]
+            elif tag is _TAKES and _takes_tensors(flow, event[1], scope):
+                uses = event[2]
+            else:
+                continue
+            for used, read, at in uses:
+                if at is None and used.value.id == self_name:
                     found.add(used.attr)
                     if not read:
                         strict.add(used.attr)
@@ -307,25 +382,24 @@ def _tensor_uses(flow, node: ast.AST, scope) -> list:
     # `torch.exp(x)` gives `torch` here, which is no parameter or attribute
     found = [(func.value, func.attr in ARRAY_READS)] if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS else []
     if node.args and type(func) in (ast.Name, ast.Attribute):
-        first = node.args[0]
-        if type(first) is ast.Constant and type(first.value) is str:
-            firsts = node.args[1:]  # torch.einsum("ij,jk->ik", a, b): the operands follow the equation
-        elif type(first) in (ast.List, ast.Tuple):
-            firsts = first.elts
-        elif type(func) is ast.Attribute and func.attr in SEQUENCE_FIRST:
-            firsts = ()
-        else:
-            firsts = (first,)
-        used = [e for e in map(_unsliced, firsts) if e is not None]
+        used = [e for e in map(_unsliced, _first_arguments(node)) if e is not None]
         if used and _takes_tensors(flow, func, scope):
             found += [(e, False) for e in used]
     return found
 
 
-def _earliest(found: dict, name: str, node: ast.AST) -> None:
-    at = (node.lineno, node.col_offset)
-    if at < found.get(name, (1 << 30, 0)):
-        found[name] = at
+def _first_arguments(node: ast.Call) -> list | tuple:
+    """The arguments of a call with arguments a torch operation takes for
+    tensors: the first, the elements of a list or tuple written there, the
+    operands after an equation; none for those that take a sequence."""
+    first = node.args[0]
+    if type(first) is ast.Constant and type(first.value) is str:
+        return node.args[1:]  # torch.einsum("ij,jk->ik", a, b): the operands follow the equation
+    if type(first) in (ast.List, ast.Tuple):
+        return first.elts
+    if type(node.func) is ast.Attribute and node.func.attr in SEQUENCE_FIRST:
+        return ()
+    return (first,)
 
 
 def _unsliced(node: ast.AST) -> ast.AST | None:

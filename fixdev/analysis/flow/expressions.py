@@ -25,7 +25,7 @@ def e_name(run, node: ast.Name, state: dict) -> Value:
             return UNKNOWN_VALUE  # not bound yet on any path
         value = run.flow.free_name(run.scope, node.id)
     ref = value.ref
-    if run.record and (type(ref) in FUNCTION_DEFS or type(ref) is ast.ClassDef) and ref.name == node.id:
+    if ref is not None and type(ref) is not str and run.record and (type(ref) in FUNCTION_DEFS or type(ref) is ast.ClassDef) and ref.name == node.id:
         run.references[node] = ref
     if value.what is What.DEVICE:
         return named_device(run, value, node.id)

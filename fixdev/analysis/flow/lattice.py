@@ -107,6 +107,9 @@ MAX_PARTS_DEPTH = 3
 MAX_INLINE_DEPTH = 2
 
 
+_SAME = object()  # (``Value.but``: a field not changed)
+
+
 class Value:
     """What a value is and where it may live. ``parts``: a ``Parts`` for
     batches, containers and iterables; for modules, the frozenset of nodes that
@@ -144,10 +147,15 @@ class Value:
         places = ", ".join(sorted(repr(p) for p, _ in self.places))
         return f"Value({self.what.name}, {{{places}}})"
 
-    def but(self, **changes) -> "Value":
-        fields = {name: getattr(self, name) for name in Value.__slots__}
-        fields.update(changes)
-        return Value(**fields)
+    def but(self, *, what=_SAME, places=_SAME, parts=_SAME, ref=_SAME, flags=_SAME) -> "Value":
+        """This value with the fields given changed."""
+        return Value(
+            self.what if what is _SAME else what,
+            self.places if places is _SAME else places,
+            self.parts if parts is _SAME else parts,
+            self.ref if ref is _SAME else ref,
+            self.flags if flags is _SAME else flags,
+        )
 
     @property
     def placements(self) -> frozenset:

@@ -32,16 +32,28 @@ def ast_children(node: ast.AST) -> list[ast.AST]:
 
 def _children(node: ast.AST) -> list[ast.AST]:
     found = []
-    fields = _AST_FIELDS.get(type(node))
-    for name in fields if fields is not None else _ast_fields(type(node)):
+    kind = type(node)
+    fields = _AST_FIELDS.get(kind)
+    mixed = kind in _MIXED_LISTS
+    for name in fields if fields is not None else _ast_fields(kind):
         value = getattr(node, name, None)
         if type(value) is list:
+            if not mixed:
+                found.extend(value)
+                continue
             for item in value:
                 if isinstance(item, ast.AST):
                     found.append(item)
         elif isinstance(value, ast.AST):
             found.append(value)
     return found
+
+
+# The node types with a list that may hold other than nodes (the grammar's
+# ``identifier*`` and lists of optional expressions): names (``global a, b``,
+# ``case C(x=1)``'s attributes), ``None`` (``{**d}``'s key, a keyword-only
+# parameter without a default). Every other list of a parsed tree holds nodes only.
+_MIXED_LISTS = frozenset({ast.Global, ast.Nonlocal, ast.MatchClass, ast.Dict, ast.arguments})
 
 
 # Nodes with no child node (``ctx`` aside): nearly half of a tree's nodes,
@@ -90,8 +102,14 @@ def ast_statements(body: list[ast.stmt], enter: Callable[[ast.stmt], bool] | Non
 _AST_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+# Fields that hold no node (identifiers, strings, numbers, flags: ``Name.id``,
+# ``Attribute.attr``, ``def``'s ``name``), nor ``ctx``: a walk need not read
+# them. (``TypeAlias.name``, from Python 3.12, is an expression.)
+_NO_NODE_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "asname", "module", "level", "kind", "conversion", "is_async", "simple", "type_comment", "tag"})
+
+
 def _ast_fields(kind: type) -> tuple[str, ...]:
-    _AST_FIELDS[kind] = tuple(name for name in kind._fields if name != "ctx")
+    _AST_FIELDS[kind] = tuple(name for name in kind._fields if name not in _NO_NODE_FIELDS or (name == "name" and kind.__name__ == "TypeAlias"))
     return _AST_FIELDS[kind]
 
 
