@@ -22,12 +22,7 @@ def may_hold(value: ast.expr, lists: set[str], built: set, names: set[str] | Non
     ``names`` (``builds``'): each such call is one the rule may take for a construction."""
 
     def element(e: ast.expr) -> bool:
-        kind = type(e)
-        if kind is ast.Call:
-            return names is None or builds(e, names)
-        if kind is ast.IfExp:
-            return names is None or (element(e.body) and element(e.orelse))
-        return kind in (ast.Name, ast.Attribute) and last_name(e) in built
+        return _element(e, built, names)
 
     kind = type(value)
     if kind in (ast.List, ast.Tuple):
@@ -49,6 +44,35 @@ def may_hold(value: ast.expr, lists: set[str], built: set, names: set[str] | Non
     return kind is ast.Name and value.id in lists
 
 
+def _element(e: ast.expr, built: set, names: set[str] | None) -> bool:
+    """An element the rule may take for a construction (``UnregisteredSubmodule._element``):
+    a call, or a name or attribute set to one."""
+    kind = type(e)
+    if kind is ast.Call:
+        return names is None or builds(e, names)
+    if kind is ast.IfExp:
+        return names is None or (_element(e.body, built, names) and _element(e.orelse, built, names))
+    return kind in (ast.Name, ast.Attribute) and last_name(e) in built
+
+
+def adds_a_construction(call: ast.Call, built: set, names: set[str]) -> bool:
+    """``X.append(e)`` / ``X.insert(i, e)`` / ``X.extend([...])`` that may add an
+    element the rule takes for a construction (``UnregisteredSubmodule._add_elements``):
+    an empty container filled only with other things (``self.info.append(dict(...))``,
+    ``shapes.append(4)``) holds nothing the rule reports."""
+    if type(call.func) is not ast.Attribute or call.keywords or any(type(a) is ast.Starred for a in call.args):
+        return False
+    method, args = call.func.attr, call.args
+    if method == "append" and len(args) == 1:
+        return _element(args[0], built, names)
+    if method == "insert" and len(args) == 2:
+        return _element(args[1], built, names)
+    if method == "extend" and len(args) == 1:
+        added = args[0]
+        return type(added) in (ast.List, ast.Tuple, ast.ListComp) and not is_empty(added) and may_hold(added, set(), built, names)
+    return False
+
+
 def builds(call: ast.Call, names: set[str]) -> bool:
     """Whether the rule may take ``call`` for a construction (a torch.nn
     layer, a parameter, a tensor factory's call with tensor methods after
@@ -67,3 +91,18 @@ def builds(call: ast.Call, names: set[str]) -> bool:
             func = func.func
         else:
             return kind is ast.Name and func.id in names
+
+
+def builds_in_forward(func: ast.expr, layers: frozenset, imported: set[str], module_classes: set[str]) -> bool:
+    """Whether a call of ``func`` in ``forward`` may build a layer the rule
+    reports (``UnregisteredSubmodule._built_in_forward``): one of ``layers``
+    named through an import (``nn.Linear``; a name no import binds, such as
+    ``self``, has no qualified name), or a module class of the file by its
+    name (a class with a base: ``module_classes``)."""
+    if type(func) is ast.Name and func.id in module_classes:
+        return True
+    if last_name(func) not in layers:
+        return False
+    while type(func) is ast.Attribute:
+        func = func.value
+    return type(func) is ast.Name and (func.id in imported or "*" in imported)
