@@ -95,3 +95,35 @@ def compares_name(func: ast.AST, name: str) -> bool:
         for statement in func.body
         for node in ast.walk(statement)
     )
+
+
+def surely_cuda_guarded(parents: dict, node: ast.AST) -> bool:
+    """``file_analysis.cuda_guarded`` where ``cuda_flag`` can tell: ``node``
+    is in the body of an ``if`` of its function (or of the module) whose test
+    says CUDA is in use (``if cuda:``, ``if torch.cuda.is_available():``)."""
+    child, current = node, parents.get(node)
+    while current is not None:
+        kind = type(current)
+        if kind is ast.If and any(statement is child for statement in current.body) and cuda_flag(current.test):
+            return True
+        if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda):
+            return False
+        child, current = current, parents.get(current)
+    return False
+
+
+def may_meet_a_caller(parents: dict, call: ast.Call) -> bool:
+    """Whether ``call`` may be what ``availability.meets_a_caller`` reports
+    under a CUDA guard: ``T = T.cuda()`` right in an ``if <call>:``, in a function."""
+    statement = parents.get(call)
+    if type(statement) is not ast.Assign or statement.value is not call or len(statement.targets) != 1:
+        return False
+    block = parents.get(statement)
+    if type(block) is not ast.If or type(block.test) is not ast.Call:
+        return False
+    current = parents.get(block)
+    while current is not None:
+        if type(current) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+            return True
+        current = parents.get(current)
+    return False
