@@ -10,6 +10,7 @@ import libcst as cst
 from fixdev.engine.rule import Edit, Invalid, Option, Rule
 
 from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.ast_screens import has_a_base
 from fixdev.analysis.file_analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
 from fixdev.analysis.flow import OwnMoves, What, ast_statements, ast_walk, own_moves
 
@@ -124,7 +125,7 @@ class ConstantBuffer(Rule):
             if not any(method.name == "__init__" for method in methods):
                 continue
             # a class with no base is no module: only its own `to` makes it one the visit looks at
-            plain = not node.bases
+            plain = not has_a_base(node, analysis.imported_names(screening) | {c.name for c in analysis.class_definitions(screening)})
             moves = own_moves(node) if plain else None
             if plain and moves is None:
                 continue

@@ -11,7 +11,7 @@ import libcst as cst
 
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 
-from fixdev.analysis.holders import adds_a_construction, builds, builds_in_forward, is_empty, last_name, may_hold
+from fixdev.analysis import holders
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.unmoved_model import is_weighted_loss, move_before, unmoved_losses, unmoved_models
 from fixdev.analysis.file_analysis import TENSOR_FACTORIES, TENSOR_METHODS
@@ -218,47 +218,7 @@ class UnregisteredSubmodule(Rule):
 
     @classmethod
     def _screen_classes(cls, screening) -> bool:
-        classes = analysis.class_definitions(screening)
-        # only a torch import's name (or a star import's) can root a torch.nn layer's, a parameter's or a factory's name
-        imported = analysis.torch_imported_names(screening)
-        # a class with no base is never a module class (the visit skips it);
-        # only such a class's name can be the file's module class built in forward
-        module_names = {c.name for c in classes if c.bases}
-        names = imported | {c.name for c in classes}
-        for node in classes:
-            if not node.bases:
-                continue
-            for method in node.body:
-                if type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef):
-                    continue
-                if method.name == "forward" and any(type(n) is ast.Call and builds_in_forward(n.func, STATEFUL_LAYERS, imported, module_names) for n in ast_walk(method)):
-                    return True
-                if method.name != "__init__":
-                    continue
-                # names and attributes __init__ sets to a call: the only ones an element may be
-                built = {last_name(t) for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) is ast.Call and builds(n.value, names) for t in n.targets}
-                adds = [n for n in ast_walk(method) if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in _ADDS]
-                # attributes something that may be a construction is added to in __init__ (an empty list filled there)
-                filled = {n.func.value.attr for n in adds if type(n.func.value) is ast.Attribute and adds_a_construction(n, built, names)}
-                # local lists (`layers = []; layers.append(Block()); self.layers = layers`)
-                added_to = {n.func.value.id for n in adds if type(n.func.value) is ast.Name and adds_a_construction(n, built, names)}
-                lists = {t.id: n.value for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) in (ast.List, ast.ListComp) for t in n.targets if type(t) is ast.Name}
-                # what another method reads: a container nothing else runs is never reported
-                read = {n.attr for m in node.body if m is not method and type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) for n in ast_walk(m) if type(n) is ast.Attribute}
-                for n in ast_walk(method):
-                    if type(n) is not ast.Assign or not any(type(t) is ast.Attribute and t.attr in read for t in n.targets):
-                        continue
-                    value = n.value
-                    in_filled = any(type(t) is ast.Attribute and t.attr in filled for t in n.targets)
-                    if type(value) is ast.Name:
-                        value = lists.get(value.id)
-                        if value is None:
-                            continue
-                        in_filled = in_filled or n.value.id in added_to
-                    # an empty dict is never filled (only a list's append / insert / extend add elements)
-                    if may_hold(value, set(), built, names) and (not is_empty(value) or type(value) in (ast.List, ast.Tuple) and in_filled):
-                        return True
-        return False
+        return holders.screen_classes(screening, STATEFUL_LAYERS, _ADDS)
 
     VALID = [
         # the loss's weight is made on the device

@@ -62,6 +62,11 @@ _MODULE = _HEAD + "class M(nn.Module):\n    def __init__(self, d):\n        supe
 TIGHTER = [
     # FDV113: a class with no base is no module class
     ("FDV113", _HEAD + "class Agent:\n    \"\"\"Holds its nets, not an nn.Module.\"\"\"\n    def __init__(self):\n        self.nets = [nn.Linear(4, 4)]\n    def run(self, x):\n        return self.nets[0](x)\n", False),
+    # FDV113: nor is one derived from plain `object` only, unless a star import may bind `object` (and `Linear`)
+    ("FDV113", _HEAD + "class Agent(object):\n    \"\"\"Holds its nets, not an nn.Module.\"\"\"\n    def __init__(self):\n        self.nets = [nn.Linear(4, 4)]\n"
+     "    def run(self, x):\n        return self.nets[0](x)\n", False),
+    ("FDV113", "from torch.nn import *\nclass Net(object):  # a Module all the same\n    def __init__(self):\n        super().__init__()\n        self.fc = Linear(4, 4)\n"
+     "        self.layers = [Linear(4, 4), Linear(4, 4)]\n    def forward(self, x):\n        return self.layers[0](self.fc(x))\n", True),
     # FDV113: an empty dict is never filled by the rule's adds (`self.heads[k] = ...` sets an element)
     ("FDV113", _MODULE + "        self.heads = {}\n        self.heads['a'] = nn.Linear(d, d)\n    def forward(self, x):\n        return self.heads['a'](x)\n", False),
     # FDV113: an empty list filled with what no torch import names
@@ -98,6 +103,7 @@ TIGHTER = [
     ("FDV104", _HEAD + "net = nn.Linear(2, 2)\nnet.cuda()\n", True),
     # FDV103: a plain class without its own `to` (its callers place its tensors)
     ("FDV103", _HEAD + "class Store:\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n    def total(self):\n        return self.r.sum()\n", False),
+    ("FDV103", _HEAD + "class Store(object):\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n    def total(self):\n        return self.r.sum()\n", False),
     # FDV103: a plain class whose `to` moves the tensor, or that reads another apart from the moves
     ("FDV103", _HEAD + "class Store:\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n        self.m = torch.ones(n)\n"
      "    def to(self, device):\n        self.r = self.r.to(device)\n    def count(self):\n        return self.m.tolist()\n", False),

@@ -127,3 +127,12 @@ def may_meet_a_caller(parents: dict, call: ast.Call) -> bool:
             return True
         current = parents.get(current)
     return False
+
+
+def has_a_base(cls: ast.ClassDef, names: set[str]) -> bool:
+    """Whether ``cls`` derives from something other than plain ``object``
+    (``class Store(object):`` is a class with no base): only such a class
+    can be a module class (``FileAnalysis.module_classes``). ``names``: the
+    names the file's imports bind (``*`` for a star import, which may bind
+    ``object`` too) and its classes, any of which may be another ``object``."""
+    return any(not (type(base) is ast.Name and base.id == "object") for base in cls.bases) or (bool(cls.bases) and ("object" in names or "*" in names))
