@@ -101,6 +101,16 @@ TIGHTER = [
     ("FDV104", _HEAD + "def place(m, use_cuda):\n    if use_cuda:\n        m = m.cuda()\n    return m\n", False),
     ("FDV104", _HEAD + "cuda = torch.cuda.is_available()\nnet = nn.Linear(2, 2)\nif cuda:\n    net.cuda()\n", False),
     ("FDV104", _HEAD + "net = nn.Linear(2, 2)\nnet.cuda()\n", True),
+    # FDV102: a call in a module's method no torch import names (a builtin `range`, NumPy's zeros)
+    ("FDV102", _HEAD + "class M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.fc = nn.Linear(3, 3)\n        self.n = n\n"
+     "    def forward(self, x):\n        if x.is_cuda:\n            return nn.parallel.data_parallel(self.fc, x, range(self.n))\n        return self.fc(x)\n", False),
+    ("FDV102", "import numpy as np\n" + _HEAD + "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(3, 3)\n"
+     "    def forward(self, x):\n        return self.fc(x) + np.zeros(3)\n", False),
+    ("FDV102", _HEAD + "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(3, 3)\n"
+     "    def forward(self, x):\n        bias = torch.zeros(x.size(0), 3)\n        return self.fc(x) + bias\n", True),
+    # FDV105: a load of the file the code has just written (``_reads_what_it_wrote``)
+    ("FDV105", _HEAD + "torch.save(torch.zeros(3), 'w.pt')\nw = torch.load('w.pt')\n", False),
+    ("FDV105", _HEAD + "w = torch.load('w.pt')\n", True),
     # FDV103: a plain class without its own `to` (its callers place its tensors)
     ("FDV103", _HEAD + "class Store:\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n    def total(self):\n        return self.r.sum()\n", False),
     ("FDV103", _HEAD + "class Store(object):\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n    def total(self):\n        return self.r.sum()\n", False),
