@@ -545,6 +545,8 @@ class HardCodedCuda(Rule):
             kind = type(parent)
             if kind is ast.keyword:
                 call = parents[parent]
+                if type(call) is not ast.Call:
+                    continue  # a class statement's keyword (`class A(metaclass=M, device="cuda")`)
                 if parent.arg == "device" and "device_type" not in (ast_last_name(call.func) or "").lower():
                     return True  # a use: reported where guarded too (``availability.meets_a_caller``)
                 if parent.arg == "default" and ast_last_name(call.func) == "add_argument" and not guarded(node):

@@ -89,6 +89,7 @@ TIGHTER = [
     ("FDV109", _HEAD + "import os\nname = os.environ.get('DEV', 'cuda')\n", False),
     ("FDV109", _HEAD + "def f(x):\n    with torch.autocast(device_type='cuda'):\n        return x * 2\n", False),
     ("FDV109", _HEAD + "class Engine:\n    def wait(self):\n        self._stream.synchronize()\n", False),
+    ("FDV109", _HEAD + "class Spec(dict, device='cuda'):\n    pass\n", False),
     # FDV109: the same choice with no test around it, and a call with none: reported
     ("FDV109", _HEAD + "def pick(use_cuda):\n    device = 'cuda'\n    return device\n", True),
     ("FDV109", _HEAD + "def wait():\n    torch.cuda.synchronize()\n", True),
