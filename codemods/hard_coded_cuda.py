@@ -20,7 +20,7 @@ from fixdev.engine.source import line_start
 
 from fixdev.analysis import availability, file_analysis as analysis, placement
 from fixdev.analysis.holders import last_name as ast_last_name
-from fixdev.analysis.ast_screens import compares_name, parameter_of, rooted_in, surely_guarded, words as ast_words
+from fixdev.analysis.ast_screens import compares_name, may_meet_a_caller, parameter_of, rooted_in, surely_guarded, words as ast_words
 from fixdev.analysis.flow import What, ast_walk
 
 if TYPE_CHECKING:
@@ -524,8 +524,10 @@ class HardCodedCuda(Rule):
         or a ``device=``'s, a device-named assignment's or parameter's, a
         torch call's first argument, an ``add_argument``'s ``default=``), or a
         ``torch.cuda`` function that raises without CUDA called with constant
-        arguments (``visit_Call``), or ``x.pin_memory()``; a choice of device,
-        a call or a pin that ``guarded`` surely accepts is left out."""
+        arguments (``visit_Call``), or ``x.pin_memory()``; a choice or a use of
+        a device, a call or a pin that ``guarded`` surely accepts is left out
+        (a move ``T = T.to("cuda")`` right in an ``if <call>:`` stays:
+        ``availability.meets_a_caller``)."""
         flow = analysis.flow_for(screening)
         parents = analysis.ast_parents(flow)
         torch_names = analysis.torch_imported_names(screening)
@@ -548,17 +550,26 @@ class HardCodedCuda(Rule):
                 if type(call) is not ast.Call:
                     continue  # a class statement's keyword (`class A(metaclass=M, device="cuda")`)
                 if parent.arg == "device" and "device_type" not in (ast_last_name(call.func) or "").lower():
-                    return True  # a use: reported where guarded too (``availability.meets_a_caller``)
+                    if not guarded(call):
+                        return True  # a use (no move: silent where guarded, no caller's value met)
+                    continue
                 if parent.arg == "default" and ast_last_name(call.func) == "add_argument" and not guarded(node):
                     return True
             elif kind is ast.Call:
                 if not parent.args or parent.args[0] is not node:
                     continue
                 if type(parent.func) is ast.Attribute and parent.func.attr == "to":
-                    return True
+                    if not guarded(parent) or may_meet_a_caller(parents, parent):
+                        return True  # a move: where guarded, reported where it meets a caller's value
+                    continue
                 if rooted_in(parent.func, torch_names):  # torch.device("cuda"), torch.set_default_device("cuda")
-                    if len(parent.args) == 1 and not parent.keywords and type(parents.get(parent)) in (ast.keyword, ast.Call):
-                        return True  # a torch.device in a use's place
+                    holder = parents.get(parent)
+                    if len(parent.args) == 1 and not parent.keywords and type(holder) in (ast.keyword, ast.Call):
+                        # a torch.device in a call (a use's place, or else a choice): silent where that call is guarded
+                        outer = parents.get(holder) if type(holder) is ast.keyword else holder
+                        if type(outer) is not ast.Call or not guarded(outer):
+                            return True
+                        continue
                     if not guarded(node):
                         return True
             elif kind is ast.Assign or kind is ast.AnnAssign:

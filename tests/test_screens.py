@@ -90,6 +90,12 @@ TIGHTER = [
     ("FDV109", _HEAD + "def f(x):\n    with torch.autocast(device_type='cuda'):\n        return x * 2\n", False),
     ("FDV109", _HEAD + "class Engine:\n    def wait(self):\n        self._stream.synchronize()\n", False),
     ("FDV109", _HEAD + "class Spec(dict, device='cuda'):\n    pass\n", False),
+    # FDV109: uses surely under a CUDA test: device=, torch.device in a use's place, a move not of meets_a_caller's shape
+    ("FDV109", _HEAD + "def make(n, use_cuda):\n    if use_cuda:\n        return torch.zeros(n, device='cuda')\n    return torch.zeros(n)\n", False),
+    ("FDV109", _HEAD + "def make(x, use_cuda):\n    if use_cuda:\n        x = x.to(torch.device('cuda'))\n    return x\n", False),
+    ("FDV109", _HEAD + "def make(x):\n    if torch.cuda.is_available():\n        return x.to('cuda') * 2\n    return x\n", False),
+    # FDV109: a move of that shape: reported where it meets the caller's value (the first INVALID example's shape)
+    ("FDV109", _HEAD + "def f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.to('cuda')\n    return out[:, 0] * t\n", True),
     # FDV109: the same choice with no test around it, and a call with none: reported
     ("FDV109", _HEAD + "def pick(use_cuda):\n    device = 'cuda'\n    return device\n", True),
     ("FDV109", _HEAD + "def wait():\n    torch.cuda.synchronize()\n", True),
