@@ -10,6 +10,7 @@ import libcst as cst
 from fixdev.engine.rule import Edit, Invalid, Option, Rule
 
 from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis.ast_screens import has_a_base
 from fixdev.analysis.file_analysis import FACTORY_NAMES, TENSOR_FACTORIES, TENSOR_METHODS
 from fixdev.analysis.flow import OwnMoves, What, ast_statements, ast_walk, own_moves
 
@@ -114,7 +115,7 @@ class ConstantBuffer(Rule):
 
     @classmethod
     def screen(cls, screening) -> bool:
-        """A class with ``__init__`` whose methods set ``self.NAME`` to a
+        """A class with ``__init__`` (and a base, or its own ``to``) whose methods set ``self.NAME`` to a
         factory's tensor, or to None where another statement sets it to
         something else, not an ``nn.Parameter``, and ``forward`` reads it (``visit_ClassDef``'s candidates,
         before it asks whether the class is a module, where ``super().__init__()``
@@ -123,6 +124,11 @@ class ConstantBuffer(Rule):
             methods = [s for s in node.body if type(s) in (ast.FunctionDef, ast.AsyncFunctionDef)]
             if not any(method.name == "__init__" for method in methods):
                 continue
+            # a class with no base is no module: only its own `to` makes it one the visit looks at
+            plain = not has_a_base(node, analysis.imported_names(screening) | {c.name for c in analysis.class_definitions(screening)})
+            moves = own_moves(node) if plain else None
+            if plain and moves is None:
+                continue
             values: dict[str, list[ast.expr]] = {}
             for method in methods:
                 # nested functions' statements too, not nested classes': their `self` is another object
@@ -130,8 +136,12 @@ class ConstantBuffer(Rule):
                     if type(statement) is ast.Assign and len(statement.targets) == 1 and _is_ast_self_attribute(statement.targets[0]):
                         values.setdefault(statement.targets[0].attr, []).append(statement.value)
             for name, set_to in values.items():
+                if plain and (name in moves.moves or not _read_beside_a_move(node, moves, name)):
+                    continue  # moved by its `to`, or kept apart from what it moves
                 if any(_made_by_a_factory(value) for value in set_to):
                     return True
+                if plain:
+                    continue  # a plain class's None is never reported
                 others = [value for value in set_to if not (type(value) is ast.Constant and value.value is None)]
                 flow = analysis.flow_for(screening)
                 if (

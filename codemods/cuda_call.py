@@ -8,6 +8,7 @@ import libcst as cst
 
 from fixdev.engine.rule import Edit, Invalid, Rule
 
+from fixdev.analysis.ast_screens import may_meet_a_caller, surely_cuda_guarded
 from fixdev.analysis import availability, file_analysis as analysis
 from fixdev.analysis.cuda_only import decorated_cuda_only
 from fixdev.analysis.flow import What
@@ -142,8 +143,14 @@ class CudaCall(Rule):
     @classmethod
     def screen(cls, screening) -> bool:
         """A call ``X.cuda(...)`` in the code (the trigger also matches one
-        in a docstring or a comment)."""
-        return any(type(call.func) is ast.Attribute for call in analysis.calls_named(screening, "cuda"))
+        in a docstring or a comment), unless surely under a CUDA test
+        (``if cuda: model.cuda()``) and not of the shape a caller's value may
+        meet there (``availability.meets_a_caller``)."""
+        calls = [call for call in analysis.calls_named(screening, "cuda") if type(call.func) is ast.Attribute]
+        if not calls:
+            return False
+        parents = analysis.ast_parents(analysis.flow_for(screening))
+        return any(not surely_cuda_guarded(parents, call) or may_meet_a_caller(parents, call) for call in calls)
 
     VALID = [
         # a test skipped without a GPU

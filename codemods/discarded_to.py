@@ -74,7 +74,9 @@ class DiscardedTo(Rule):
     @classmethod
     def screen(cls, screening) -> bool:
         """A statement that is only ``x.to(...)`` (or another conversion) of a
-        name chain the flow does not rule out as a tensor."""
+        name chain the flow shows is a tensor, or places only where names of
+        the function live (``_follows_tensor_parameters``), and not one that
+        follows a module (a parameter)."""
         flow = analysis.flow_for(screening)
         parents = analysis.ast_parents(flow)
         for call in analysis.calls_named(screening, *CONVERSIONS):
@@ -84,7 +86,9 @@ class DiscardedTo(Rule):
             if analysis.chain_root(receiver) is None:
                 continue
             value = flow.value(receiver)
-            if value.what is What.TENSOR or (value.what is What.UNKNOWN and value.places):
+            if value.flags & FOLLOWS_MODULE:
+                continue
+            if value.what is What.TENSOR or (value.what is What.UNKNOWN and value.places and all(type(p) is SameAs for p in value.placements)):
                 return True
         return False
 

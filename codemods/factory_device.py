@@ -10,6 +10,8 @@ import libcst as cst
 
 from fixdev.engine.rule import Invalid, Rule
 
+from fixdev.analysis.ast_screens import rooted_in
+from fixdev.analysis.holders import last_name as ast_last_name
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.file_analysis import MOVES, TENSOR_METHODS
 from fixdev.analysis.flow import HOST, ZERO_DIM, Device, SameAs, What
@@ -164,7 +166,11 @@ class FactoryDevice(Rule):
                 outer = parents.get(outer) if type(outer) in (ast.keyword, ast.Starred) else outer
                 if type(outer) is ast.Call and any(type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in analysis.call_arguments(outer)):
                     return True
+        torch_names = analysis.torch_imported_names(screening)
         for call in bare:
+            # visit_Call's: a torch factory (np.zeros, random.randint, a builtin range name none)
+            if ast_last_name(call.func) not in SHORT_NAMES or not rooted_in(call.func, torch_names):
+                continue
             method = analysis.method_holding(screening, call)
             if method is None or method.name == "__init__" or flow.value(call).flags & ZERO_DIM:
                 continue

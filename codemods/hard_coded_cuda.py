@@ -19,6 +19,8 @@ from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 from fixdev.engine.source import line_start
 
 from fixdev.analysis import availability, file_analysis as analysis, placement
+from fixdev.analysis.holders import last_name as ast_last_name
+from fixdev.analysis.ast_screens import compares_name, may_meet_a_caller, parameter_of, rooted_in, surely_guarded, words as ast_words
 from fixdev.analysis.flow import What, ast_walk
 
 if TYPE_CHECKING:
@@ -518,20 +520,72 @@ class HardCodedCuda(Rule):
 
     @classmethod
     def screen(cls, screening) -> bool:
-        """A ``"cuda"`` literal given to a call, assigned or a parameter's
-        default (``visit_SimpleString``'s places), or a ``torch.cuda`` function
-        that raises without CUDA called with constant arguments (``visit_Call``)."""
+        """A ``"cuda"`` literal where ``visit_SimpleString`` looks (a ``.to()``'s
+        or a ``device=``'s, a device-named assignment's or parameter's, a
+        torch call's first argument, an ``add_argument``'s ``default=``), or a
+        ``torch.cuda`` function that raises without CUDA called with constant
+        arguments (``visit_Call``), or ``x.pin_memory()``; a choice or a use of
+        a device, a call or a pin that ``guarded`` surely accepts is left out
+        (a move ``T = T.to("cuda")`` right in an ``if <call>:`` stays:
+        ``availability.meets_a_caller``)."""
         flow = analysis.flow_for(screening)
-        if any(type(call.func) is ast.Attribute and not call.args for call in analysis.calls_named(screening, "pin_memory")):
+        parents = analysis.ast_parents(flow)
+        torch_names = analysis.torch_imported_names(screening)
+
+        def guarded(node: ast.AST) -> bool:
+            return surely_guarded(parents, node, _CUDA_DESIGN_WORD)
+
+        if any(type(call.func) is ast.Attribute and not call.args and not guarded(call) for call in analysis.calls_named(screening, "pin_memory")):
             return True
         for call in analysis.calls_named(screening, *GUARDABLE_CALLS, *QUERIES):
-            if (flow.qualified_name(call.func) or "torch.cuda.").startswith("torch.cuda.") and all(type(arg) is ast.Constant for arg in analysis.call_arguments(call)):
-                return True
-        literal = (ast.Call, ast.keyword, ast.Assign, ast.AnnAssign, ast.arguments)
-        return any(
-            type(node) is ast.Constant and type(node.value) is str and _CUDA_LITERAL.fullmatch(node.value) and type(parent) in literal
-            for node, parent in analysis.ast_parents(flow).items()
-        )
+            if rooted_in(call.func, torch_names) and (flow.qualified_name(call.func) or "torch.cuda.").startswith("torch.cuda."):
+                if all(type(arg) is ast.Constant for arg in analysis.call_arguments(call)) and not guarded(call):
+                    return True
+        for node, parent in parents.items():
+            if not (type(node) is ast.Constant and type(node.value) is str and _CUDA_LITERAL.fullmatch(node.value)):
+                continue
+            kind = type(parent)
+            if kind is ast.keyword:
+                call = parents[parent]
+                if type(call) is not ast.Call:
+                    continue  # a class statement's keyword (`class A(metaclass=M, device="cuda")`)
+                if parent.arg == "device" and "device_type" not in (ast_last_name(call.func) or "").lower():
+                    if not guarded(call):
+                        return True  # a use (no move: silent where guarded, no caller's value met)
+                    continue
+                if parent.arg == "default" and ast_last_name(call.func) == "add_argument" and not guarded(node):
+                    return True
+            elif kind is ast.Call:
+                if not parent.args or parent.args[0] is not node:
+                    continue
+                if type(parent.func) is ast.Attribute and parent.func.attr == "to":
+                    if not guarded(parent) or may_meet_a_caller(parents, parent):
+                        return True  # a move: where guarded, reported where it meets a caller's value
+                    continue
+                if rooted_in(parent.func, torch_names):  # torch.device("cuda"), torch.set_default_device("cuda")
+                    holder = parents.get(parent)
+                    if len(parent.args) == 1 and not parent.keywords and type(holder) in (ast.keyword, ast.Call):
+                        # a torch.device in a call (a use's place, or else a choice): silent where that call is guarded
+                        outer = parents.get(holder) if type(holder) is ast.keyword else holder
+                        if type(outer) is not ast.Call or not guarded(outer):
+                            return True
+                        continue
+                    if not guarded(node):
+                        return True
+            elif kind is ast.Assign or kind is ast.AnnAssign:
+                targets = parent.targets if kind is ast.Assign else [parent.target]
+                if len(targets) == 1 and type(targets[0]) in (ast.Name, ast.Attribute) and _is_device_name(ast_last_name(targets[0])) and not guarded(node):
+                    return True
+            elif kind is ast.arguments:
+                param = parameter_of(parent, node)
+                if param is None or not _is_device_name(param.arg) or "int" in ast_words(param.annotation):
+                    continue
+                func = parents.get(parent)
+                if type(func) in (ast.FunctionDef, ast.AsyncFunctionDef) and compares_name(func, param.arg):
+                    continue  # the function looks at the device it is given (``_handles_devices``)
+                if not guarded(node):
+                    return True
+        return False
 
     VALID = [
         # a device type recorded, nothing placed

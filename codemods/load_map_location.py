@@ -148,7 +148,8 @@ class LoadMapLocation(Rule):
     def screen(cls, screening) -> bool:
         """A call of a loader (rooted at a name an import binds, as the flow
         resolves it; a name it cannot resolve counts) without ``map_location``, ``*`` or ``**`` arguments, and
-        no more positional ones than the loader's place for ``map_location``."""
+        no more positional ones than the loader's place for ``map_location``,
+        that does not read a file the code writes (``_reads_what_it_wrote``)."""
         flow = analysis.flow_for(screening)
         imported = analysis.imported_names(screening)
         for call in analysis.calls_named(screening, *SHORT_NAMES):
@@ -162,7 +163,7 @@ class LoadMapLocation(Rule):
                 continue
             if name is not None and name not in LOADERS:
                 continue  # json.load, np.load
-            if len(call.args) <= LOADERS.get(name, max(LOADERS.values())):
+            if len(call.args) <= LOADERS.get(name, max(LOADERS.values())) and not _reads_what_it_wrote(screening.shared, flow, call):
                 return True
         return False
 
@@ -310,7 +311,10 @@ class LoadMapLocation(Rule):
         run saved before this load (``saved_files``): it cannot fail."""
         flow = analysis.flow_of(self)
         call = flow.node_at(*self.span(node))
-        if type(call) is not ast.Call:
-            return False
-        path = call.args[0] if call.args and type(call.args[0]) is not ast.Starred else next((k.value for k in call.keywords if k.arg == "f"), None)
-        return path is not None and saved_files(self.context.shared, flow).written_here(call, path)
+        return type(call) is ast.Call and _reads_what_it_wrote(self.context.shared, flow, call)
+
+
+def _reads_what_it_wrote(shared: dict, flow, call: ast.Call) -> bool:
+    """``LoadMapLocation._reads_what_it_wrote`` on CPython's tree (the screen's too)."""
+    path = call.args[0] if call.args and type(call.args[0]) is not ast.Starred else next((k.value for k in call.keywords if k.arg == "f"), None)
+    return path is not None and saved_files(shared, flow).written_here(call, path)

@@ -11,7 +11,7 @@ import libcst as cst
 
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes, dotted
 
-from fixdev.analysis.holders import builds, is_empty, last_name, may_hold
+from fixdev.analysis import holders
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.unmoved_model import is_weighted_loss, move_before, unmoved_losses, unmoved_models
 from fixdev.analysis.file_analysis import TENSOR_FACTORIES, TENSOR_METHODS
@@ -218,42 +218,7 @@ class UnregisteredSubmodule(Rule):
 
     @classmethod
     def _screen_classes(cls, screening) -> bool:
-        classes = analysis.class_definitions(screening)
-        class_names = {c.name for c in classes}
-        names = analysis.imported_names(screening) | class_names
-        for node in classes:
-            for method in node.body:
-                if type(method) not in (ast.FunctionDef, ast.AsyncFunctionDef):
-                    continue
-                if method.name == "forward" and any(
-                    type(n) is ast.Call and last_name(n.func) in STATEFUL_LAYERS | class_names for n in ast_walk(method)
-                ):
-                    return True
-                if method.name != "__init__":
-                    continue
-                lists = {
-                    t.id
-                    for n in ast_walk(method)
-                    if type(n) is ast.Assign
-                    for t in n.targets
-                    if type(t) is ast.Name and type(n.value) in (ast.List, ast.ListComp, ast.Tuple)
-                }
-                # attributes something is added to in __init__ (an empty container filled there)
-                filled = {
-                    last_name(n.func.value) if type(n) is ast.Call else last_name(n.targets[0].value)
-                    for n in ast_walk(method)
-                    if (type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in _ADDS and type(n.func.value) is ast.Attribute)
-                    or (type(n) is ast.Assign and type(n.targets[0]) is ast.Subscript and type(n.targets[0].value) is ast.Attribute)
-                }
-                # names and attributes __init__ sets to a call: the only ones an element may be
-                built = {last_name(t) for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) is ast.Call and builds(n.value, names) for t in n.targets}
-                # what another method reads: a container nothing else runs is never reported
-                read = {n.attr for m in node.body if m is not method and type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) for n in ast_walk(m) if type(n) is ast.Attribute}
-                for n in ast_walk(method):
-                    if type(n) is ast.Assign and any(type(t) is ast.Attribute and t.attr in read for t in n.targets) and may_hold(n.value, lists, built, names):
-                        if not is_empty(n.value) or any(type(t) is ast.Attribute and t.attr in filled for t in n.targets):
-                            return True
-        return False
+        return holders.screen_classes(screening, STATEFUL_LAYERS, _ADDS)
 
     VALID = [
         # the loss's weight is made on the device

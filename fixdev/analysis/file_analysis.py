@@ -108,11 +108,20 @@ def imported_names(facts: "RuleContext | Screening") -> set[str]:
     return _ast_index(facts).imported
 
 
+def torch_imported_names(facts: "RuleContext | Screening") -> set[str]:
+    """The names imports of ``torch`` or its modules bind (``nn`` for
+    ``import torch.nn as nn`` or ``from torch import nn``, ``torch`` for
+    ``import torch.nn``), and ``*`` where any star import may bind a name:
+    only such a name's qualified name can be a torch one."""
+    return _ast_index(facts).torch_imported
+
+
 class _AstIndex(NamedTuple):
     calls: dict[str, list[ast.Call]]  # by the callee's last name
     methods: dict[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef]  # the method holding each call
     classes: list[ast.ClassDef]
     imported: set[str]
+    torch_imported: set[str]
 
 
 def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
@@ -150,7 +159,7 @@ def set_in_apply(facts: "RuleContext | Screening") -> frozenset:
 
 def _composed_index(tree: ast.Module) -> tuple[_AstIndex, dict]:
     """``_statement_index(tree)``, from each top-level statement's, kept across versions."""
-    index = _AstIndex({}, {}, [], set())
+    index = _AstIndex({}, {}, [], set(), set())
     parents: dict[ast.AST, ast.AST] = {}
     for statement in reversed(tree.body):  # (a stack: the last statement is walked first)
         part, part_parents = remembered("ast index", statement, lambda statement=statement: _statement_index(statement))
@@ -159,6 +168,7 @@ def _composed_index(tree: ast.Module) -> tuple[_AstIndex, dict]:
         index.methods.update(part.methods)
         index.classes.extend(part.classes)
         index.imported.update(part.imported)
+        index.torch_imported.update(part.torch_imported)
         parents[statement] = tree
         parents.update(part_parents)
     return index, parents
@@ -166,7 +176,7 @@ def _composed_index(tree: ast.Module) -> tuple[_AstIndex, dict]:
 
 def _statement_index(statement: ast.AST) -> tuple[_AstIndex, dict]:
     """The index and parents of ``statement``'s tree (or the module's)."""
-    index = _AstIndex({}, {}, [], set())
+    index = _AstIndex({}, {}, [], set(), set())
     parents: dict[ast.AST, ast.AST] = {}
     stack: list[tuple[ast.AST, ast.AST | None]] = [(statement, None)]
     while stack:
@@ -183,6 +193,12 @@ def _statement_index(statement: ast.AST) -> tuple[_AstIndex, dict]:
             index.classes.append(node)
         elif kind is ast.Import or kind is ast.ImportFrom:
             index.imported.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+            if kind is ast.Import:
+                index.torch_imported.update(alias.asname or "torch" for alias in node.names if alias.name == "torch" or alias.name.startswith("torch."))
+            elif any(alias.name == "*" for alias in node.names):
+                index.torch_imported.add("*")
+            elif not node.level and node.module is not None and (node.module == "torch" or node.module.startswith("torch.")):
+                index.torch_imported.update(alias.asname or alias.name for alias in node.names)
         in_class = kind is ast.ClassDef
         for child in ast_children(node):
             parents[child] = node
