@@ -437,3 +437,50 @@ def test_the_dead_module_test_finds_a_whole_word_as_the_pattern_does(word, text)
     from fixdev.analysis.project import _word_finder
 
     assert bool(_word_finder(word)(text)) == bool(re.search(rf"\b{re.escape(word)}\b", text))
+
+
+# A folder of modules, one of them imported (so the folder's use is shown):
+# which of the others nothing imports, runs or names.
+DEAD_TREE = {
+    "tools/used.py": "def f():\n    return 1\n",
+    "tools/dead.py": "def g():\n    return 2\n",
+    "tools/in_docs.py": "def h():\n    return 3\n",
+    "tools/in_code.py": "def k():\n    return 4\n",
+    "tools/self_named.py": "# self_named: a helper\ndef s():\n    return 5\n",
+    "tools/with-dash.py": "def w():\n    return 6\n",
+    "main.py": "from tools.used import f\nCHOICES = ['in_code']\nf()\n",
+    "README.md": "Run `python tools/in_docs.py`.\n",
+}
+
+
+def test_a_module_is_dead_only_where_nothing_names_it(tmp_path):
+    from fixdev.analysis.project import Project
+
+    work = project(tmp_path, DEAD_TREE)
+    files = sorted(work.rglob("*.py"))
+    facts = Project(files)
+    dead = {path.relative_to(work).as_posix() for path in files if facts.for_file(path).never_runs()}
+    assert dead == {"tools/dead.py", "tools/self_named.py", "tools/with-dash.py"}
+    # a .py file the run leaves out may import any of them: none is sure to be dead
+    kept = [path for path in files if path.name != "in_code.py"]
+    assert not any(Project(kept).for_file(path).never_runs() for path in kept)
+    # a document that names the module with a dash (not a run of word characters)
+    (work / "NOTES.txt").write_text("see with-dash\n")
+    again = Project(files)
+    assert not again.for_file(work / "tools" / "with-dash.py").never_runs()
+    assert again.for_file(work / "tools" / "dead.py").never_runs()
+
+
+def test_workers_asking_one_file_for_different_names_keep_each_others_answers(tmp_path, monkeypatch):
+    # Two workers of a cold run each read a helper file's cached summary (none
+    # yet), then ask it for different names; a warm run asks both. Each store
+    # must keep the other's answers, or the warm run computes the file's flow again.
+    from fixdev.analysis.project import _Summary
+
+    monkeypatch.setenv("FIXDEV_CACHE_DIR", str(tmp_path / "cache"))
+    work = project(tmp_path / "work", {"helpers.py": "import torch\n\n\ndef ones(n):\n    return torch.ones(n)\n\n\ndef zeros(n):\n    return torch.zeros(n)\n"})
+    path = str(work / "helpers.py")
+    first, second = _Summary(path, use_cache=True), _Summary(path, use_cache=True)
+    assert first.binding("ones", {})[1] is not None and second.binding("zeros", {})[1] is not None
+    warm = _Summary(path, use_cache=True)
+    assert set(warm.answers) == {"ones", "zeros"}, "the warm run finds both answers in the cache"

@@ -142,3 +142,13 @@ def test_each_trigger_is_tried_once_on_a_file(tmp_path: Path, mode: str) -> None
     assert most == 1 and rules_tried == len([info for info in registry.rule_infos() if not info.explicit])  # the default selection
     if mode == "--apply":
         assert (tmp_path / "train.py").read_text() != text  # fixed, then linted again
+
+
+def test_the_device_flow_loads_without_libcst() -> None:
+    """The flow reads CPython's tree only: a run that needs another file's
+    facts (its summary made by the flow) and parses nothing with libcst
+    (everything cached or screened away) does not pay libcst's import, a
+    seventh of a second."""
+    done = subprocess.run([sys.executable, "-c", "import sys, fixdev.analysis.flow, fixdev.analysis.project; print(sorted(m for m in sys.modules if m.split('.')[0] == 'libcst'))"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

@@ -247,6 +247,12 @@ class _Summary:
             if self.entry is not None:
                 from fixdev.files import cache
 
+                # Workers of one run each ask a file's summary for their own
+                # names: each store keeps the others' answers too, or the last
+                # one written loses them and a warm run computes them again.
+                stored = cache.load(self.entry)
+                if isinstance(stored, dict):
+                    self.answers = {**stored, **self.answers}
                 cache.store(self.entry, self.answers)
         return self.answers[name]
 

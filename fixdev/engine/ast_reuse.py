@@ -52,13 +52,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import sys
 import warnings
 from bisect import bisect_left, bisect_right
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
 
-from fixdev.engine import reparse
 from fixdev.engine.source import line_ends, split_lines
 
 # The children lists of the current lint's reuse (None: no reuse, the CLI).
@@ -313,7 +313,11 @@ def active() -> AstReuse | None:
 
 
 def _of_cache() -> AstReuse | None:
-    cache = reparse.active()
+    # Not imported at the top: reparse imports libcst (a seventh of a second),
+    # which a run whose files are all cached or screened away never needs. A
+    # cache is active only through reparse.reusing, so unimported, none is.
+    reparse = sys.modules.get("fixdev.engine.reparse")
+    cache = reparse.active() if reparse is not None else None
     if cache is None:
         return None
     found = cache.by_node.get(_KEY)
