@@ -50,6 +50,7 @@ _MAX_DEPTH = 3  # nesting of batches kept in a fact
 _MAX_REEXPORTS = 3  # `from .loader import load_batch` in a package's __init__, followed this far
 _IDENTIFIER = re.compile(r"[^\W\d]\w*")
 _AMBIGUOUS = object()
+_UNASKED = object()  # a question not asked yet (None is an answer)
 # FileFacts' question for `is_library` (not a module's name: it holds a space)
 LIBRARY_QUESTION = "is imported"
 CLASS_PREFIX = "class "  # FileFacts' questions about a base class, and _Summary's
@@ -75,6 +76,10 @@ class Project:
         self._facts: dict[tuple, tuple | None] = {}
         self._summaries: dict[str, _Summary] = {}
         self._importers: frozenset | None = None
+        # (module, importer's folder) -> _module_file's answer: the files of a
+        # folder import the same modules, and every import of the run is
+        # resolved when asked who imports a file (warm runs ask it again)
+        self._module_files: dict[tuple[str, str], object] = {}
 
     def __getstate__(self) -> dict:
         # Workers get the index only: the facts are made (or read) again where asked.
@@ -82,7 +87,7 @@ class Project:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._facts, self._summaries, self._importers = {}, {}, None
+        self._facts, self._summaries, self._importers, self._module_files = {}, {}, None, {}
 
     def for_file(self, path: Path) -> "FileFacts":
         return FileFacts(self, _normal(path))
@@ -144,10 +149,17 @@ class Project:
 
     def _module_file(self, module: str, importer: str):
         """The run's file ``module`` means for ``importer``: a path, None (not
-        a file of the run) or ``_AMBIGUOUS`` (two files could be meant)."""
+        a file of the run) or ``_AMBIGUOUS`` (two files could be meant).
+        It depends on the importer's folder only."""
+        key = (module, os.path.dirname(importer))
+        found = self._module_files.get(key, _UNASKED)
+        if found is _UNASKED:
+            found = self._module_files[key] = self._module_file_in(module, key[1])
+        return found
+
+    def _module_file_in(self, module: str, base: str):
         level = len(module) - len(module.lstrip("."))
         dotted = module[level:]
-        base = os.path.dirname(importer)
         if level:
             for _ in range(level - 1):
                 base = os.path.dirname(base)
