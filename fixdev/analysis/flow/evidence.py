@@ -128,18 +128,16 @@ def _record_events(function: ast.AST) -> list:
             if type(node.ctx) is not ast.Load and id(node) not in assigned:
                 events.append((_STORE, node.id, (node.lineno, node.col_offset)))
         elif kind is ast.Call:
-            func = node.func
             args = node.args
-            if args and type(args[0]) is ast.Name and _tests_kind(func):
+            if args and type(args[0]) is ast.Name and _tests_kind(node.func):
                 events.append((_TESTED, args[0].id))
-            if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS:
-                uses = _named_uses(((func.value, func.attr in ARRAY_READS),))
-                if uses:
-                    events.append((_USES, uses))
-            if args and (type(func) is ast.Name or type(func) is ast.Attribute):
-                uses = _named_uses((e, False) for e in map(_unsliced, _first_arguments(node)) if e is not None)
-                if uses:
-                    events.append((_TAKES, func, uses))
+            own, taken = _uses_in(node)
+            uses = _named_uses(own)
+            if uses:
+                events.append((_USES, uses))
+            uses = _named_uses(taken)
+            if uses:
+                events.append((_TAKES, node.func, uses))
         elif kind is ast.Attribute:
             if node.attr in TENSOR_ONLY_ATTRIBUTES:
                 uses = _named_uses(((node.value, False),))
@@ -378,14 +376,24 @@ def _tensor_uses(flow, node: ast.AST, scope) -> list:
         return [(node.value, False)] if node.attr in TENSOR_ONLY_ATTRIBUTES else []
     if kind is not ast.Call:
         return []
-    func = node.func
+    own, taken = _uses_in(node)
+    return own + taken if taken and _takes_tensors(flow, node.func, scope) else own
+
+
+def _uses_in(call: ast.Call) -> tuple[list, list]:
+    """What a call's syntax shows of tensors, each ``(expression, read as an
+    array only)``: the receiver of a method only tensors have, and the first
+    arguments it gives (tensors where the callee is a torch operation,
+    ``_takes_tensors``, which the caller asks). The one reading of both
+    ``_tensor_uses`` and the events ``tensor_parameters`` reads."""
+    func = call.func
+    kind = type(func)
+    if kind is not ast.Attribute and kind is not ast.Name:
+        return [], []
     # `torch.exp(x)` gives `torch` here, which is no parameter or attribute
-    found = [(func.value, func.attr in ARRAY_READS)] if type(func) is ast.Attribute and func.attr in TENSOR_ONLY_METHODS else []
-    if node.args and type(func) in (ast.Name, ast.Attribute):
-        used = [e for e in map(_unsliced, _first_arguments(node)) if e is not None]
-        if used and _takes_tensors(flow, func, scope):
-            found += [(e, False) for e in used]
-    return found
+    own = [(func.value, func.attr in ARRAY_READS)] if kind is ast.Attribute and func.attr in TENSOR_ONLY_METHODS else []
+    taken = [(e, False) for e in map(_unsliced, _first_arguments(call)) if e is not None] if call.args else []
+    return own, taken
 
 
 def _first_arguments(node: ast.Call) -> list | tuple:
