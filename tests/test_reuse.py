@@ -281,6 +281,16 @@ def _whole(text: str) -> str:
     return ast.dump(tree, include_attributes=True) if tree is not None else f"{error.msg} {error.lineno}"
 
 
+def _typed_and_parsed(reuse: ast_reuse.AstReuse, text: str, keys) -> None:
+    """Types ``keys`` (where, typed or taken away, what) into ``text``; each
+    version's tree from ``reuse`` is the whole parse's, or the same error."""
+    assert _parsed(reuse, text) == _whole(text)
+    for where, typing, typed in keys:
+        at = int(where * len(text))
+        text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
+        assert _parsed(reuse, text) == _whole(text), text
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=len(SLOTS), max_size=len(SLOTS)), st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.booleans(), st.sampled_from(PIECES)), min_size=1, max_size=10))
 def test_the_parse_in_pieces_is_the_whole_parse(choice, keys):
@@ -289,12 +299,7 @@ def test_the_parse_in_pieces_is_the_whole_parse(choice, keys):
     same error, edit after edit: lines added and taken away, strings and
     brackets opened, blocks, decorators, a; b, line continuations."""
     reuse = ast_reuse.AstReuse()
-    text = _script(choice)
-    assert _parsed(reuse, text) == _whole(text)
-    for where, typing, typed in keys:
-        at = int(where * len(text))
-        text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
-        assert _parsed(reuse, text) == _whole(text), text
+    _typed_and_parsed(reuse, _script(choice), keys)
 
 
 def test_the_parse_in_pieces_parses_only_the_statement_typed_in():
@@ -424,12 +429,7 @@ def test_a_def_made_from_its_last_version_is_the_whole_parse(choice, keys):
     positions included, or the same error, edit after edit."""
     reuse = ast_reuse.AstReuse()
     reuse.inner_lines = 1
-    text = _script(choice)
-    assert _parsed(reuse, text) == _whole(text)
-    for where, typing, typed in keys:
-        at = int(where * len(text))
-        text = text[:at] + typed + text[at:] if typing else text[:at] + text[at + len(typed) :]
-        assert _parsed(reuse, text) == _whole(text), text
+    _typed_and_parsed(reuse, _script(choice), keys)
 
 
 def test_a_long_function_typed_in_keeps_the_statements_the_edit_did_not_touch():
