@@ -39,6 +39,10 @@ class ConstantBuffer(Rule):
     becomes
     `self.register_buffer("NAME", None, persistent=False)`, and the later
     assignments fill the buffer, which then follows `.to(device)`.
+    A private name (`self.__cache`, two leading underscores) is registered
+    under the name Python stores it as, `_Cls__cache` (the class's name
+    without its leading underscores): `register_buffer("__cache", ...)` would
+    leave every `self.__cache` read raising `AttributeError`.
 
     A class with its own `to(self, device)` that moves tensors one by one
     (`self.a = self.a.to(device)`, all passing the method's own arguments)
@@ -184,6 +188,13 @@ class ConstantBuffer(Rule):
             "import torch\nclass Store:\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n        self.m = torch.ones(n)\n"
             "    def to(self, device):\n        self.r = self.r.to(device)\n        self.m = self.m.to(device)\n    def masked(self):\n        return self.r * self.m\n",
         ),
+        # a private name is registered as Python mangles it
+        Invalid(
+            "import torch, torch.nn as nn\nclass _Head(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.__w = torch.ones(3)\n"
+            "    def forward(self, x):\n        return x * self.__w\n",
+            "import torch, torch.nn as nn\nclass _Head(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.register_buffer(\"_Head__w\", torch.ones(3), persistent=False)\n"
+            "    def forward(self, x):\n        return x * self.__w\n",
+        ),
         # a legacy CPU constructor makes a plain tensor too
         Invalid(
             "import torch, torch.nn as nn\nclass M(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.noise = torch.Tensor(n)\n",
@@ -255,7 +266,7 @@ class ConstantBuffer(Rule):
                         self._report_missing_move(statement, name, moves)
                         continue
                     persistent = "" if self.settings["persistent"] else ", persistent=False"
-                    replacement = f'self.register_buffer("{name}", {self.code_of(statement.value)}{persistent})'
+                    replacement = f'self.register_buffer("{_stored_name(node.name.value, name)}", {self.code_of(statement.value)}{persistent})'
                     self.report(statement, fix=[self.replace(statement, replacement)], fix_message=f"Register `{name}` as a buffer")
 
     def _ast_class(self, node: cst.ClassDef) -> ast.ClassDef | None:
@@ -351,6 +362,17 @@ class ConstantBuffer(Rule):
             return False
         grad = analysis.keyword(value, "requires_grad")
         return grad is None or _is_name(grad.value, "False")
+
+
+def _stored_name(cls: str, name: str) -> str:
+    """The name ``self.NAME`` is stored under in a method of class ``cls``:
+    Python mangles a private ``__name`` (two leading underscores, at most one
+    trailing) to ``_Cls__name``, the class's name without its leading
+    underscores (a class named only underscores mangles nothing)."""
+    owner = cls.lstrip("_")
+    if not name.startswith("__") or name.endswith("__") or not owner:
+        return name
+    return f"_{owner}{name}"
 
 
 def _is_ast_self_attribute(node: ast.expr) -> bool:
