@@ -58,7 +58,9 @@ class CudaCall(Rule):
     On a factory whose values do not depend on the device (`torch.zeros`,
     `ones`, `full`, `empty`, `arange`, `eye`, `linspace`, `tensor`), the move
     folds into it: `torch.zeros(2).cuda()` becomes `torch.zeros(2,
-    device=device)`.
+    device=device)`; not one given `out=` (the tensor it writes into stays
+    where it is, and `device=` anywhere else raises): that keeps
+    `.to(device)`.
     A bare statement `x.cuda()` on something not known to be a module becomes
     `x = x.to(device)`: a tensor's `.cuda()` returns a copy, so the bare call
     did nothing.
@@ -201,6 +203,11 @@ class CudaCall(Rule):
             "import torch\ndef run(device):\n    return torch.zeros(2, dtype=torch.long).cuda(), torch.randn(2).cuda()\n",
             "import torch\ndef run(device):\n    return torch.zeros(2, dtype=torch.long, device=device), torch.randn(2).to(device)\n",
         ),
+        # a factory given `out=` writes where that tensor is: the move stays a move
+        Invalid(
+            "import torch\ndef run(buf, device):\n    return torch.ones(2, out=buf).cuda()\n",
+            "import torch\ndef run(buf, device):\n    return torch.ones(2, out=buf).to(device)\n",
+        ),
         # written in place later: .to() on the CPU would return the original itself
         Invalid(
             "def step(batch, device):\n    x = batch.cuda()\n    x[0] = 0\n    return x\n",
@@ -250,8 +257,9 @@ class CudaCall(Rule):
 
     def _folds(self, receiver: cst.BaseExpression) -> bool:
         """``torch.zeros(2)`` in ``torch.zeros(2).cuda()``: a factory whose values
-        do not depend on the device, with no ``device=`` and no ``*args`` or
-        ``**kwargs`` (which may hold one)."""
+        do not depend on the device, with no ``device=``, no ``out=`` (the
+        tensor written into stays where it is: ``device=`` elsewhere raises)
+        and no ``*args`` or ``**kwargs`` (which may hold either)."""
         if not isinstance(receiver, cst.Call) or not self.qualified_names(receiver.func) & FOLDED_FACTORIES:
             return False
-        return all(arg.star == "" and (arg.keyword is None or arg.keyword.value != "device") for arg in receiver.args)
+        return all(arg.star == "" and (arg.keyword is None or arg.keyword.value not in ("device", "out")) for arg in receiver.args)

@@ -209,6 +209,11 @@ def check_script(before_path, after_path, spec):
                 run()
         else:
             run()
+    if "gpu_args" in spec:
+        # the after also runs on the (fake) GPU, given these (made on the CPU)
+        args = [evaluate(a) for a in spec["gpu_args"]]
+        with fake_gpu():
+            getattr(load(after_path), spec["call"])(*args)
 
 
 def check_checkpoint(before, after, spec, tmp_path_factory=None):
