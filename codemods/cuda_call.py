@@ -35,6 +35,22 @@ def _expects_an_error(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> bool
     return False
 
 
+def _in_a_cuda_arm(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> bool:
+    """``node`` is in the arm of a conditional expression, within its
+    statement, that runs only when the test says CUDA is in use
+    (``x.cuda() if args.cuda else x``, ``x if not use_gpu else x.cuda()``):
+    the one-expression form of ``if args.cuda: x = x.cuda()``."""
+    child, current = node, facts.parent(node)
+    while current is not None and not isinstance(current, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.Lambda)):
+        if isinstance(current, cst.IfExp):
+            if child is current.body and analysis.cuda_test(current.test, True):
+                return True
+            if child is current.orelse and analysis.cuda_test(current.test, False):
+                return True
+        child, current = current, facts.parent(current)
+    return False
+
+
 class CudaCall(Rule):
     """
     ## What it does
@@ -128,7 +144,10 @@ class CudaCall(Rule):
     CUDA (`if torch.cuda.is_available():`, `if args.cuda:`, `if use_gpu:`,
     `if train_on_gpu:`, `if torch.cuda.device_count() > 1:`, `if x.is_cuda:`,
     `if device.type == "cuda":`; any flag or name that says cuda or gpu, and
-    not cpu or no_cuda) the call runs only where CUDA is meant to be: silent.
+    not cpu or no_cuda) the call runs only where CUDA is meant to be: silent;
+    the same in the arm of a conditional expression that such a test
+    chooses (`x.cuda() if args.cuda else x`, `x if not use_gpu else
+    x.cuda()`).
     So too in a function or class whose decorator skips it without a GPU
     (`@skip_if_no_gpu`, `@requires_cuda`, `@onlyCUDA`,
     `@unittest.skipIf(not torch.cuda.is_available(), ...)`,
@@ -172,6 +191,9 @@ class CudaCall(Rule):
         "import tvm\ntarget = tvm.target.cuda()\n",
         "import torch\nmodel = Net()\nif args.cuda:\n    model.cuda()\n",
         "import torch\nif torch.cuda.is_available() and not args.no_cuda:\n    x = x.cuda()\n",
+        # the one-expression form of `if use_cuda:`
+        "import torch\ndef f(x, use_cuda):\n    return x.cuda() if use_cuda else x\n",
+        "import torch\ndef f(x, use_cuda):\n    return x if not use_cuda else x.cuda()\n",
         "import pytest\ndef test_cuda(m):\n    with pytest.raises(ValueError):\n        m.cuda()\n",
     ]
     INVALID = [
@@ -198,6 +220,11 @@ class CudaCall(Rule):
             'import torch\nimport torch.nn as nn\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = nn.Linear(2, 2)\nmodel.to(device)\n',
         ),
         Invalid("import torch\nx = x.cuda(1)\ny = y.cuda(device=k)\n", None),
+        # a test that says nothing of CUDA chooses no GPU
+        Invalid(
+            "def f(x, device, warm):\n    return x.cuda() if warm else x\n",
+            "def f(x, device, warm):\n    return x.to(device) if warm else x\n",
+        ),
         # a factory whose values do not depend on the device: made there at once
         Invalid(
             "import torch\ndef run(device):\n    return torch.zeros(2, dtype=torch.long).cuda(), torch.randn(2).cuda()\n",
@@ -222,7 +249,8 @@ class CudaCall(Rule):
             return  # tvm.target.cuda(), torch.cuda: a function of an imported module, not a value's method
         if _expects_an_error(analysis.of(self), node):
             return  # a test of .cuda() itself (assertRaises / pytest.raises)
-        if analysis.cuda_guarded(analysis.of(self), node) or decorated_cuda_only(analysis.of(self), node):
+        facts = analysis.of(self)
+        if analysis.cuda_guarded(facts, node) or _in_a_cuda_arm(facts, node) or decorated_cuda_only(facts, node):
             # `if args.cuda: model.cuda()` runs only where CUDA is meant to be;
             # but "wherever there is a GPU" is not where a caller's tensor is
             met = availability.meets_a_caller(self, node, node.func.value)
