@@ -51,6 +51,27 @@ def _in_a_cuda_arm(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> bool:
     return False
 
 
+def _parameter_names(func: cst.FunctionDef) -> set[str]:
+    params = func.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return {p.name.value for p in every}
+
+
+def _in_own_cuda_method(facts: "analysis.FileAnalysis", call: cst.Call) -> bool:
+    """``call`` is in a class's own ``cuda()`` method: the class implements
+    its move to the GPU by moving its members and its base there, and any
+    such move is the one its caller asked for. (In its own ``to()`` or
+    ``_apply()``, a move that passes on the method's device is silent as
+    every ``.cuda(k)`` with ``k`` a parameter is.)"""
+    func = facts.enclosing(call, cst.FunctionDef)
+    while func is not None:
+        if isinstance(facts.parent(facts.parent(func)), cst.ClassDef):
+            return func.name.value == "cuda"
+        func = facts.enclosing(func, cst.FunctionDef)
+    return False
+
+
 class CudaCall(Rule):
     """
     ## What it does
@@ -116,8 +137,15 @@ class CudaCall(Rule):
     GPU, or the CPU where the program says so), not the default CUDA device.
 
     ## When it stays silent
-    `X.cuda(0)`, `X.cuda(device=k)` and other explicit devices are reported
-    without a fix: which device is meant is the user's choice. Also reported
+    `X.cuda(0)`, `X.cuda(device=args.gpu)` and other explicit devices are
+    reported without a fix: which device is meant is the user's choice.
+    Silent where that device is already chosen elsewhere: a parameter of the
+    function the call is in (`t.cuda(rank)`: its caller picks the GPU) or
+    the GPU another tensor is on (`t.cuda(other.get_device())`, `other.device`
+    of a known tensor); so a class's own `to(self, device)` or `_apply`
+    passing its device on is silent. Silent too in a class's own `cuda()`
+    method: it implements the move (its members' `.cuda(device)`,
+    `super().cuda(device=device)`). Also reported
     without a fix: a module-level line that runs before `import torch`, or a
     function that code before `import torch` may call (no definition could
     come first), and a one-line function body. Calls with
@@ -191,6 +219,13 @@ class CudaCall(Rule):
         "import tvm\ntarget = tvm.target.cuda()\n",
         "import torch\nmodel = Net()\nif args.cuda:\n    model.cuda()\n",
         "import torch\nif torch.cuda.is_available() and not args.no_cuda:\n    x = x.cuda()\n",
+        # a class's own move: its members follow it there
+        "import torch\nclass Pair:\n    def cuda(self, device=None):\n        return Pair(self.a.cuda(device), self.b.cuda())\n",
+        "import torch.nn as nn\nclass M(nn.Module):\n    def cuda(self, device=None):\n        return super().cuda(device=device)\n",
+        "import torch\nclass Box:\n    def to(self, device):\n        self.t = self.t.cuda(device)\n        return self\n",
+        # a device already chosen: by the caller, or where another tensor is
+        "import torch\ndef f(x, rank):\n    return x.cuda(rank)\n",
+        "import torch\ndef f(x, y):\n    return x.cuda(y.get_device())\n",
         # the one-expression form of `if use_cuda:`
         "import torch\ndef f(x, use_cuda):\n    return x.cuda() if use_cuda else x\n",
         "import torch\ndef f(x, use_cuda):\n    return x if not use_cuda else x.cuda()\n",
@@ -220,6 +255,9 @@ class CudaCall(Rule):
             'import torch\nimport torch.nn as nn\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\nmodel = nn.Linear(2, 2)\nmodel.to(device)\n',
         ),
         Invalid("import torch\nx = x.cuda(1)\ny = y.cuda(device=k)\n", None),
+        # a setting read on the way is no device chosen by a caller; a plain method is no move of the class
+        Invalid("import torch\ndef f(x, args):\n    return x.cuda(args.gpu)\n", None),
+        Invalid("import torch\nclass Box:\n    def place(self, device):\n        return self.t.cuda(0)\n", None),
         # a test that says nothing of CUDA chooses no GPU
         Invalid(
             "def f(x, device, warm):\n    return x.cuda() if warm else x\n",
@@ -250,6 +288,8 @@ class CudaCall(Rule):
         if _expects_an_error(analysis.of(self), node):
             return  # a test of .cuda() itself (assertRaises / pytest.raises)
         facts = analysis.of(self)
+        if _in_own_cuda_method(facts, node):
+            return  # the class's own `cuda()` moves its members: that is the move asked for
         if analysis.cuda_guarded(facts, node) or _in_a_cuda_arm(facts, node) or decorated_cuda_only(facts, node):
             # `if args.cuda: model.cuda()` runs only where CUDA is meant to be;
             # but "wherever there is a GPU" is not where a caller's tensor is
@@ -260,6 +300,8 @@ class CudaCall(Rule):
         positional = [a for a in node.args if a.keyword is None]
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if positional or not keywords <= KEPT_KEYWORDS:
+            if self._device_already_chosen(facts, node, positional):
+                return
             self.report(node, "`.cuda()` with an explicit device: move with `.to(...)` to the device you mean")
             return
         chosen = analysis.device_expression(self, node, moved=node.func.value)
@@ -282,6 +324,28 @@ class CudaCall(Rule):
             if analysis.what_of(self, receiver) is not What.MODULE:
                 edits.append(self.insert(self.span(node)[0], f"{self.code_of(receiver)} = "))
         self.report(node, fix=edits, fix_message=f"Use `.to({device})`")
+
+    def _device_already_chosen(self, facts: "analysis.FileAnalysis", node: cst.Call, positional: list[cst.Arg]) -> bool:
+        """``.cuda(k)`` / ``.cuda(device=k)`` (nothing else but the kept
+        keywords) where ``k`` is a parameter of the function the call is in
+        (its caller chose the GPU: ``t.cuda(rank)``) or the GPU another
+        tensor is on (``t.get_device()``, ``t.device`` of a known tensor).
+        A literal index (``.cuda(0)``) or a setting read on the way
+        (``args.gpu``, ``self.device_id``) is not: those stay reported."""
+        named = [a for a in node.args if a.keyword is not None and a.keyword.value == "device"]
+        others = [a for a in node.args if a.keyword is not None and a.keyword.value not in KEPT_KEYWORDS and a.keyword.value != "device"]
+        given = positional + named
+        if len(given) != 1 or others or given[0].star:
+            return False
+        value = given[0].value
+        if isinstance(value, cst.Name):
+            func = facts.enclosing(node, cst.FunctionDef)
+            return func is not None and value.value in _parameter_names(func) - {"self", "cls"}
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get_device" and not value.args:
+            return True  # only a tensor has get_device(): the GPU it is on
+        if isinstance(value, cst.Attribute) and value.attr.value == "device":
+            return analysis.what_of(self, value.value) is What.TENSOR
+        return False
 
     def _folds(self, receiver: cst.BaseExpression) -> bool:
         """``torch.zeros(2)`` in ``torch.zeros(2).cuda()``: a factory whose values
