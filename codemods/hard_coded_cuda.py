@@ -491,7 +491,10 @@ class HardCodedCuda(Rule):
     `torch.cuda.current_device()`, CUDA graphs); a file that imports Triton,
     CUTLASS, CuPy, PyCUDA, Numba's CUDA or TensorRT. A device name assigned more than
     once in its scope (the program chooses elsewhere too); `"cuda"` compared
-    with something (`x.device == torch.device("cuda")`);
+    with something (`x.device == torch.device("cuda")`), and
+    `torch.device("cuda").type`, the label `"cuda"` (`x.device.type ==
+    torch.device("cuda").type`: a fallback there would make a CPU device
+    compare equal on a machine without CUDA);
     `torch.autocast("cuda")` (which only warns without CUDA);
     `.pin_memory()` of something not shown to be a tensor, inside a
     `pin_memory` method or helper (a batch's own, called by the loader only
@@ -588,6 +591,8 @@ class HardCodedCuda(Rule):
         return False
 
     VALID = [
+        # the type label "cuda", compared: no device chosen
+        "import torch\ndef f(seed_all, device):\n    gpu = device.type == torch.device('cuda').type\n    seed_all(gpu)\n",
         # a device type recorded, nothing placed
         "import torch\nfrom torch.utils import checkpoint\ncheckpoint.set_device_type(device='cuda')\n",
         # a private helper's default that every call overrides never runs
@@ -703,6 +708,8 @@ class HardCodedCuda(Rule):
             return
         if isinstance(holder, (cst.Comparison, cst.ComparisonTarget)):
             return
+        if isinstance(holder, cst.Attribute) and holder.value is call and holder.attr.value == "type":
+            return  # `torch.device("cuda").type` is the label "cuda" (compared with a device's type), no device chosen
         if isinstance(holder, cst.Param) and not _is_device_name(holder.name.value):
             return
         if isinstance(holder, (cst.Assign, cst.AnnAssign)) and holder.value is call:
