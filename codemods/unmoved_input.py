@@ -131,8 +131,10 @@ class UnmovedInput(Rule):
     them: a value from an unknown call or iterator not used as only tensors
     are, a loader whose `collate_fn` gives tuples (`tuple(zip(*batch))`), a
     tokenizer called without `return_tensors="pt"`; for what is made from a
-    parameter, for `self`'s own calls and for anything in an `nn.Module`'s
-    methods (their callers place their inputs); for a plain class's method
+    parameter, for `self`'s own calls (also of one of its own modules bound
+    to a name: `for block in self.blocks: out = block(x)`, `layer =
+    self.layers[i]`, where the flow shows `self.blocks` is a module) and for
+    anything in an `nn.Module`'s methods (their callers place their inputs); for a plain class's method
     parameter that no code shows is a tensor, or that a caller in the file
     passes on from its own parameter (the caller moves it) or already moved;
     for a plain function's parameter likewise, and for a function named
@@ -185,6 +187,12 @@ class UnmovedInput(Rule):
 
     VALID = [
         "import torch\nimport torch.nn as nn\nmodel = nn.Linear(4, 2)\nfor x, y in loader:\n    out = model(x)\n",
+        # what the object's own layers give is where the object is
+        (
+            "import torch, torch.nn as nn\nfrom base import Base\nclass Net(Base):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.layers = nn.ModuleList([nn.Linear(2, 2)])\n    def forward(self, x):\n        y = torch.zeros(2, device=self.device)\n"
+            "        for layer in self.layers:\n            h = layer(x)\n            y = y + h.relu()\n        return y\n"
+        ),
         (
             "import torch, torch.nn as nn\nfrom torch.utils.data import DataLoader\n"
             "device = torch.device('cuda')\nmodel = nn.Linear(4, 2).to(device)\n"

@@ -283,6 +283,8 @@ def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
                     constructed = True
                 if scope.self_name and _root_name(made) == scope.self_name:
                     continue  # self.encoder(x): the object's own work, where the object is
+                if scope.self_name and type(made) is ast.Call and type(made.func) is ast.Name and _own_child(run, scope, made.func.id):
+                    continue  # block(x), block one of self.blocks: the object's own work too
                 called = run.values.get(made.func) if type(made) is ast.Call else None
                 if called is not None and called.what is What.MODULE and _fed_moved(run, made):
                     continue  # a model fed inputs on a device fails first (one never moved: unregistered-submodule's)
@@ -301,6 +303,59 @@ def unplaced_binding(run, name: ast.Name) -> ast.Name | None:
             found = None
         run.flow.cache[("unplaced", scope.node, name.id)] = found
     return found
+
+
+# Calls that hand a loop the items of what they are given, item for item (zip and
+# enumerate by position), and a container module's own views of its children.
+_ITEMWISE = frozenset({"enumerate", "reversed", "list", "tuple", "zip"})
+_CHILD_VIEWS = frozenset({"children", "modules", "values"})
+
+
+def _own_child(run, scope, name: str) -> bool:
+    """The local ``name`` is bound once in ``scope``, to one of ``self``'s
+    own modules: a loop over one the flow knows is a module (``for block in
+    self.blocks:``, ``enumerate(self.blocks)``, ``zip(self.layers,
+    self.norms)``, ``self.heads.values()``), or ``layer = self.layers[i]``.
+    What calling it gives is where the object works, as ``self.block(x)``."""
+    if scope.counts.get(name) != 1:
+        return False
+    for statement in ast_statements(scope.node.body, enter=lambda s: type(s) not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        kind = type(statement)
+        if kind in (ast.For, ast.AsyncFor):
+            source = _looped_source(statement.target, statement.iter, name)
+        elif kind is ast.Assign and len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name and statement.targets[0].id == name:
+            source = statement.value.value if type(statement.value) is ast.Subscript else statement.value
+        else:
+            continue
+        if source is None:
+            continue
+        if type(source) is ast.Call and type(source.func) is ast.Attribute and source.func.attr in _CHILD_VIEWS and not source.args:
+            source = source.func.value
+        value = run.values.get(source)
+        return type(source) is ast.Attribute and _root_name(source) == scope.self_name and value is not None and value.what is What.MODULE
+    return False
+
+
+def _looped_source(target: ast.AST, iterable: ast.AST, name: str) -> ast.AST | None:
+    """What a ``for`` loop's ``name`` is an item of: ``self.blocks`` in ``for
+    block in self.blocks`` and ``for i, block in enumerate(self.blocks)``,
+    the matching argument of ``zip``; None when not shown."""
+    if type(target) is ast.Name:
+        if target.id != name:
+            return None
+        while type(iterable) is ast.Call and type(iterable.func) is ast.Name and iterable.func.id in ("reversed", "list", "tuple") and len(iterable.args) == 1:
+            iterable = iterable.args[0]
+        return iterable
+    if type(target) is not ast.Tuple or type(iterable) is not ast.Call or type(iterable.func) is not ast.Name or iterable.keywords:
+        return None
+    func = iterable.func.id
+    if func == "enumerate" and len(target.elts) == 2 and len(iterable.args) == 1:
+        return _looped_source(target.elts[1], iterable.args[0], name)
+    if func == "zip" and len(target.elts) == len(iterable.args):
+        for element, argument in zip(target.elts, iterable.args):
+            if type(element) is ast.Name and element.id == name:
+                return argument
+    return None
 
 
 def _fed_moved(run, call: ast.Call) -> bool:
