@@ -471,6 +471,41 @@ def test_a_module_is_dead_only_where_nothing_names_it(tmp_path):
     assert again.for_file(work / "tools" / "dead.py").never_runs()
 
 
+def test_tree_facts_are_kept_under_what_the_disk_says_of_the_files(tmp_path, monkeypatch):
+    # A warm run's dead-module and imported-file answers come from the cache
+    # while no file of the tree changed, and are made again once one does:
+    # a run file edited, a document added, a .py file the run leaves out.
+    from fixdev.analysis import project as module
+
+    monkeypatch.setenv("FIXDEV_CACHE_DIR", str(tmp_path / "cache"))
+    work = project(tmp_path / "work", DEAD_TREE)
+    files = sorted(work.rglob("*.py"))
+
+    def answers() -> tuple:
+        facts = module.Project(files, use_cache=True)
+        return (
+            {path.relative_to(work).as_posix() for path in files if facts.for_file(path).never_runs()},
+            {path.relative_to(work).as_posix() for path in files if facts.for_file(path).imported()},
+        )
+
+    first = answers()
+    assert first == ({"tools/dead.py", "tools/self_named.py", "tools/with-dash.py"}, {"tools/used.py"})
+    with monkeypatch.context() as reading:
+        for name in ("_find_imported",):
+            reading.setattr(module.Project, name, lambda self: pytest.fail("read the tree again"))
+        for name in ("_imported_word_set", "_maybe_dead", "_named_nowhere"):
+            reading.setattr(module, name, lambda *args: pytest.fail("read the tree again"))
+        assert answers() == first, "nothing changed: served from the cache"
+    (work / "NOTES.txt").write_text("see with-dash\n")  # a document naming a module
+    assert answers()[0] == {"tools/dead.py", "tools/self_named.py"}
+    (work / "main.py").write_text(DEAD_TREE["main.py"] + "import tools.dead\n")  # a run file edited
+    assert answers() == ({"tools/self_named.py"}, {"tools/used.py", "tools/dead.py"})
+    (work / "main.py").write_text(DEAD_TREE["main.py"])
+    assert answers()[0] == {"tools/dead.py", "tools/self_named.py"}
+    (work / "tools" / "left_out.py").write_text("import dead\n")  # not one of the run's files
+    assert answers()[0] == set(), "a .py file the run leaves out may import any of them"
+
+
 def test_workers_asking_one_file_for_different_names_keep_each_others_answers(tmp_path, monkeypatch):
     # Two workers of a cold run each read a helper file's cached summary (none
     # yet), then ask it for different names; a warm run asks both. Each store

@@ -140,16 +140,17 @@ def screen_classes(screening: "Screening", layers: frozenset, adds_names: frozen
             if method.name != "__init__":
                 continue
             # names and attributes __init__ sets to a call: the only ones an element may be
-            built = {last_name(t) for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) is ast.Call and builds(n.value, names) for t in n.targets}
-            adds = [n for n in ast_walk(method) if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in adds_names]
+            walked = list(ast_walk(method))  # (walked once: read four times below)
+            built = {last_name(t) for n in walked if type(n) is ast.Assign and type(n.value) is ast.Call and builds(n.value, names) for t in n.targets}
+            adds = [n for n in walked if type(n) is ast.Call and type(n.func) is ast.Attribute and n.func.attr in adds_names]
             # attributes something that may be a construction is added to in __init__ (an empty list filled there)
             filled = {n.func.value.attr for n in adds if type(n.func.value) is ast.Attribute and adds_a_construction(n, built, names)}
             # local lists (`layers = []; layers.append(Block()); self.layers = layers`)
             added_to = {n.func.value.id for n in adds if type(n.func.value) is ast.Name and adds_a_construction(n, built, names)}
-            lists = {t.id: n.value for n in ast_walk(method) if type(n) is ast.Assign and type(n.value) in (ast.List, ast.ListComp) for t in n.targets if type(t) is ast.Name}
+            lists = {t.id: n.value for n in walked if type(n) is ast.Assign and type(n.value) in (ast.List, ast.ListComp) for t in n.targets if type(t) is ast.Name}
             # what another method reads: a container nothing else runs is never reported
             read = {n.attr for m in node.body if m is not method and type(m) in (ast.FunctionDef, ast.AsyncFunctionDef) for n in ast_walk(m) if type(n) is ast.Attribute}
-            for n in ast_walk(method):
+            for n in walked:
                 if type(n) is not ast.Assign or not any(type(t) is ast.Attribute and t.attr in read for t in n.targets):
                     continue
                 value = n.value

@@ -27,12 +27,15 @@ from its modules is followed there.
 Each file's view keeps what it asked and what it got (``used()``): the result
 cache stores it with the file's result and serves that result only while
 every answer is still the same (``agrees``), so editing another file's
-function recomputes exactly the files that called it.
+function recomputes exactly the files that called it. The facts read from
+all the run's files (which files others import, which are dead code) are
+kept in the cache under what the disk says of those files (``Project.kept``).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -65,7 +68,7 @@ class Project:
     def __init__(self, paths: Iterable[Path], root: Path | None = None, use_cache: bool = False) -> None:
         self.files = frozenset(_normal(path) for path in paths if str(path).endswith(".py"))
         self.use_cache = use_cache
-        root_text = os.path.abspath(root or Path.cwd())
+        self.root = root_text = os.path.abspath(root or Path.cwd())
         packages: dict[str, bool] = {}
         found: dict[str, set] = {}
         for path in self.files:
@@ -83,11 +86,58 @@ class Project:
 
     def __getstate__(self) -> dict:
         # Workers get the index only: the facts are made (or read) again where asked.
-        return {"files": self.files, "modules": self.modules, "use_cache": self.use_cache, "_packages": self._packages}
+        return {"files": self.files, "modules": self.modules, "use_cache": self.use_cache, "_packages": self._packages, "root": self.root}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._facts, self._summaries, self._importers, self._module_files = {}, {}, None, {}
+
+    def kept(self, question: tuple, make, walked: bool = False):
+        """``make()``, a fact read from all the run's files (``walked``: and
+        from the other files under their folder, ``_walk_stamp``), kept in the
+        result cache under what those files are on disk (``stamp``), so a
+        warm run asks the disk, not the files' text. Without the cache, or
+        when a file cannot be looked at, made every time."""
+        stamp = self.stamp() if self.use_cache else None
+        if stamp is not None and walked:
+            stamp = self.walk_stamp()
+        if stamp is None:
+            return make()
+        from fixdev.files import cache
+
+        entry = cache.key(stamp, "tree fact", question)
+        found = cache.load(entry)
+        if type(found) is tuple and len(found) == 1:
+            return found[0]
+        value = make()
+        cache.store(entry, (value,))
+        return value
+
+    def stamp(self) -> bytes | None:
+        """The run's files as the disk has them (each one's size, times and
+        inode), with the folder the run's module names start from and which
+        folders are packages: what every fact read from all the files depends
+        on. None when a file cannot be looked at. Made once per process."""
+        found = self.__dict__.get("_stamp", _UNASKED)
+        if found is _UNASKED:
+            digest = hashlib.sha256(repr((self.root, sorted(self._packages.items()))).encode())
+            found = _stat_into(digest, sorted(self.files))
+            self._stamp = found
+        return found
+
+    def walk_stamp(self) -> bytes | None:
+        """``stamp``, and the files under the run's common folder that
+        ``_never_runs`` looks at besides the run's own: every ``.py`` file
+        the run left out, every configuration, script or document (with
+        its size and times). Made once per process."""
+        found = self.__dict__.get("_walk_stamp", _UNASKED)
+        if found is _UNASKED:
+            found = self._walk_stamp = None
+            stamp = self.stamp()
+            if stamp is not None:
+                others = [other for other in _walk(os.path.commonpath(list(self.files))) if other not in self.files and (other.endswith(".py") or _NAMING_FILES.search(other))]
+                found = self._walk_stamp = _stat_into(hashlib.sha256(stamp), others)
+        return found
 
     def for_file(self, path: Path) -> "FileFacts":
         return FileFacts(self, _normal(path))
@@ -180,7 +230,7 @@ class Project:
         if self._in_package(os.path.dirname(path)):
             return True
         if self._importers is None:
-            self._importers = self._find_imported()
+            self._importers = self.kept(("importers",), self._find_imported)
         return path in self._importers
 
     def _find_imported(self) -> frozenset:
@@ -335,6 +385,12 @@ def _never_runs(project: "Project", path: str) -> bool:
     import), nothing shows how its modules are used. When unsure, False."""
     if _ALWAYS_RUN.search(path) or len(project.files) < 2:
         return False
+    return project.kept(("maybe dead", path), lambda: _maybe_dead(project, path)) and project.kept(("named nowhere", path), lambda: _named_nowhere(project, path), walked=True)
+
+
+def _maybe_dead(project: "Project", path: str) -> bool:
+    """``_never_runs``' look at the run's files: ``path`` runs nothing at its
+    top level and a sibling module of its folder is imported."""
     try:
         tree = ast.parse(Path(path).read_bytes())
     except (OSError, SyntaxError, ValueError):
@@ -347,33 +403,54 @@ def _never_runs(project: "Project", path: str) -> bool:
         if type(node) is ast.Call or (type(node) is ast.Name and node.id == "__name__"):
             return False  # a script: it runs when run, whoever imports it
         stack.extend(ast.iter_child_nodes(node))
-    stem = os.path.basename(path)[:-3]
     folder = os.path.dirname(path)
     siblings = {os.path.basename(f)[:-3] for f in project.files if os.path.dirname(f) == folder and f != path} - {"__init__"}
-    if not siblings & _imported_words(project):
-        return False  # nothing shows how this folder's modules are used: unsure
-    word = _word_finder(stem)
-    root = os.path.commonpath(list(project.files))
+    return bool(siblings & _imported_words(project))  # else nothing shows how this folder's modules are used: unsure
+
+
+def _named_nowhere(project: "Project", path: str) -> bool:
+    """``_never_runs``' walk: no other file under the run's folder names
+    ``path``'s module, and every ``.py`` file there is one of the run's."""
+    word = _word_finder(os.path.basename(path)[:-3])
+    for other in _walk(os.path.commonpath(list(project.files))):
+        if other == path:
+            continue
+        if other.endswith(".py"):
+            if other not in project.files:
+                return False  # a file the run left out may import it
+        elif not _NAMING_FILES.search(other):
+            continue
+        try:
+            if os.path.getsize(other) > _MAX_NAMING_BYTES:
+                continue
+            text = Path(other).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        if word(text):
+            return False
+    return True
+
+
+def _walk(root: str) -> list[str]:
+    """Every file under ``root`` as ``_named_nowhere`` walks them (hidden folders and ``__pycache__`` left out)."""
+    found = []
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = [d for d in subfolders if not d.startswith(".") and d != "__pycache__"]
-        for name in names:
-            other = os.path.join(folder, name)
-            if other == path:
-                continue
-            if name.endswith(".py"):
-                if other not in project.files:
-                    return False  # a file the run left out may import it
-            elif not _NAMING_FILES.search(other):
-                continue
-            try:
-                if os.path.getsize(other) > _MAX_NAMING_BYTES:
-                    continue
-                text = Path(other).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return False
-            if word(text):
-                return False
-    return True
+        found += (os.path.join(folder, name) for name in names)
+    return sorted(found)
+
+
+def _stat_into(digest, paths: list[str]) -> bytes | None:
+    """``digest`` updated with each path's size, modification and change
+    times and inode (an edit, or a file written beside and renamed over it,
+    changes one); None when one cannot be looked at."""
+    for path in paths:
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        digest.update(f"{path}\0{status.st_size}\0{status.st_mtime_ns}\0{status.st_ctime_ns}\0{status.st_ino}\n".encode("utf-8", "surrogatepass"))
+    return digest.digest()
 
 
 _WORD_CHARACTER = re.compile(r"\w")
@@ -407,16 +484,20 @@ def _imported_words(project: "Project") -> frozenset:
     per process)."""
     found = getattr(project, "_imported", None)
     if found is None:
-        words = set()
-        for path in project.files:
-            try:
-                text = Path(path).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            for match in _IMPORT_LINE.finditer(text):
-                words.update(_IDENTIFIER.findall(" ".join(group or "" for group in match.groups())))
-        found = project._imported = frozenset(words)
+        found = project._imported = project.kept(("imported words",), lambda: _imported_word_set(project))
     return found
+
+
+def _imported_word_set(project: "Project") -> frozenset:
+    words = set()
+    for path in project.files:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for match in _IMPORT_LINE.finditer(text):
+            words.update(_IDENTIFIER.findall(" ".join(group or "" for group in match.groups())))
+    return frozenset(words)
 
 
 # The question "is this file imported?" among a file's answers (not a dotted name).
