@@ -46,7 +46,9 @@ class CudaCall(Rule):
     only when it decides where a model goes (`if args.cuda: model.cuda()`);
     else a device already bound wherever the line runs (a `device`/`dev` parameter, a
     name bound once to `torch.device(...)` or a `"cuda"`/`"cpu"` string by a
-    statement that always runs first, `self.device`). A module-level device
+    statement that always runs first, `self.device`; neither `x.device` nor
+    `self.device` in a `@classmethod` or `@staticmethod`, where `self` is
+    unbound and the parameters are not the module's inputs). A module-level device
     counts inside a function only when it is bound unconditionally before any
     code that could call the function. When there is none, one definition is
     added: `device = torch.device("cuda" if torch.cuda.is_available() else

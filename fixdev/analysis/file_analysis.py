@@ -369,12 +369,15 @@ class FileAnalysis:
         return node
 
     def enclosing_method(self, node: cst.CSTNode) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
-        """The module class and its method that contain ``node``, if any."""
+        """The module class and its method that contain ``node``, if any: a
+        method ``self`` is bound in (not a ``@classmethod`` or
+        ``@staticmethod``, whose ``self.device`` would raise NameError), as
+        every rule that takes a device from ``self`` asks here."""
         func = self.enclosing(node, cst.FunctionDef)
         while func is not None:
             owner = self.parent(self.parent(func))  # FunctionDef → IndentedBlock → ClassDef
             if isinstance(owner, cst.ClassDef):
-                return (owner, func) if owner in self.module_classes else None
+                return (owner, func) if owner in self.module_classes and binds_self(func) else None
             func = self.enclosing(func, cst.FunctionDef)
         return None
 
@@ -590,6 +593,18 @@ def cuda_guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
             return False
         child, block = block, facts.parent(block)
     return False
+
+
+def binds_self(func: cst.FunctionDef) -> bool:
+    """A method whose first parameter is the instance: it has one, and no
+    ``@classmethod`` / ``@staticmethod`` (the flow's scopes read it alike)."""
+    params = func.params
+    if not (params.posonly_params or params.params):
+        return False
+    for decorator in func.decorators:
+        if dotted(decorator.decorator) in ("classmethod", "staticmethod"):
+            return False
+    return True
 
 
 def method_input_device(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> str | None:
