@@ -10,7 +10,7 @@ from fixdev.engine.rule import Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import What
-from fixdev.analysis.moved import moved_before_use
+from fixdev.analysis.moved import moved_before_use, on_host
 
 # factory → (name of its _like twin, positional arguments before the shape)
 FACTORIES = {
@@ -97,7 +97,12 @@ class LikeFactory(Rule):
     ## When it stays silent
     When the code moves the result itself before it meets anything: in the
     same expression (`torch.randn(x.shape).to(x.device)`, `.cuda()`,
-    `.type_as(x)`, also after host-only steps such as `* 0.1` or `.float()`),
+    `.type_as(x)`, also after host-only steps such as `* 0.1`, `.float()` or
+    a comparison with a number or a parameter annotated `float` / `int`:
+    `(torch.rand(x.size()) > p).to(x.device)`), where its value is only
+    copied in place (`mask.copy_(torch.rand(x.shape) > p)`: `copy_` copies
+    across devices), where the tensor it is sized by is shown on the host
+    (made by a CPU factory in the function: both are on the CPU),
     or, for `noise = torch.randn(x.shape)`, on the next statement that reads
     `noise` (`noise = noise.to(x.device)`; `if x.is_cuda: noise = noise.cuda()`,
     whose other path is the CPU one); writing numbers into it (`f[i] = 1`) or
@@ -164,6 +169,9 @@ class LikeFactory(Rule):
         "import torch\ndef f(x):\n    return x + (torch.rand(x.shape) * 0.1).type_as(x)\n",
         "import torch\ndef f(x):\n    noise = torch.randn(x.shape)\n    if x.is_cuda:\n        noise = noise.cuda()\n    return x + noise\n",
         "import torch\ndef f(x):\n    noise = torch.randn(x.shape)\n    noise = noise.to(x.device)\n    return x + noise\n",
+        "import torch\ndef f(p: float, x):\n    return x * (torch.rand(x.size()) > p).to(x.device)\n",
+        "import torch\ndef f(x, p: float):\n    x.data.copy_(torch.rand(x.size()) > p)\n",
+        "import torch\ndef f(n):\n    a = torch.rand(n, 2)\n    return a + torch.zeros(a.shape)\n",
     ]
     INVALID = [
         Invalid("import torch\ny = torch.ones(x.shape)\n", "import torch\ny = torch.ones_like(x)\n"),
@@ -206,6 +214,8 @@ class LikeFactory(Rule):
         written = shape.value if isinstance(shape, cst.Attribute) else shape.func.value  # the owner as written (``_shape_owner`` returns a copy)
         if analysis.what_of(self, written) is What.ARRAY:
             return
+        if on_host(self, written):
+            return  # the tensor it is sized by is on the host too (made by a CPU factory): both on the CPU
         if moved_before_use(self, node, self.code_of(written)):
             # the code moves it itself before it meets anything: nothing is
             # broken, and the rewrite would change the random stream and dtype
