@@ -127,8 +127,14 @@ class CudaCall(Rule):
     the reader. Inside the body of an `if` that tests for
     CUDA (`if torch.cuda.is_available():`, `if args.cuda:`, `if use_gpu:`,
     `if train_on_gpu:`, `if torch.cuda.device_count() > 1:`, `if x.is_cuda:`,
-    `if device.type == "cuda":`; any flag or name that says cuda or gpu, and
-    not cpu or no_cuda) the call runs only where CUDA is meant to be: silent.
+    `if device.type == "cuda":`; any flag, name or string key that says cuda
+    or gpu, and not cpu or no_cuda: `if conf["use_gpu"]:`; a device index
+    compared so that only a GPU's remains: `if cuda_device >= 0:`, `if
+    device > -1:`, `if gpu != -1:`), in the `else` / `elif` of such a test
+    that is false only with CUDA (`if cuda_device < 0: return x` / `elif
+    ...: x.cuda(cuda_device)`), or after an `if` of the same block that
+    returns or raises where there is none, the call runs only where CUDA is
+    meant to be: silent.
     So too in a function or class whose decorator skips it without a GPU
     (`@skip_if_no_gpu`, `@requires_cuda`, `@onlyCUDA`,
     `@unittest.skipIf(not torch.cuda.is_available(), ...)`,
@@ -175,6 +181,11 @@ class CudaCall(Rule):
         "import pytest\ndef test_cuda(m):\n    with pytest.raises(ValueError):\n        m.cuda()\n",
     ]
     INVALID = [
+        # a negative device index is the CPU: no guard for a GPU
+        Invalid(
+            "import torch\ndef place(net, device_id):\n    if device_id < 0:\n        net = net.cuda()\n    return net\n",
+            'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\ndef place(net, device_id):\n    if device_id < 0:\n        net = net.to(device)\n    return net\n',
+        ),
         # a library's helper: "a GPU exists" is not where the caller's tensor is
         Invalid("import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out[:, 0] * t\n", None),
         Invalid(
