@@ -689,6 +689,47 @@ def _ends_in_exit(body: cst.BaseSuite) -> bool:
     return isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and isinstance(last.body[-1], (cst.Return, cst.Raise))
 
 
+def runs_without_cuda(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
+    """``node`` runs only where CUDA is not in use, so nothing there is on a
+    GPU (the flow joins both branches): in the ``else`` (or ``elif``) of an
+    ``if`` that tests for CUDA (``torch.cuda.is_available()``, ``args.cuda``,
+    ``train_on_gpu``, ``x.is_cuda``...), under ``if not`` such a test, or in
+    the matching branch of a conditional expression (``a.numpy() if not
+    train_on_gpu else a.cpu().numpy()``)."""
+    child, block = node, facts.parent(node)
+    while block is not None:
+        if isinstance(block, (cst.If, cst.IfExp)):
+            truth = True if child is block.body else False if child is block.orelse else None
+            if truth is not None and without_cuda(block.test, truth):
+                return True
+        if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        child, block = block, facts.parent(block)
+    return False
+
+
+def without_cuda(test: cst.BaseExpression, truth: bool) -> bool:
+    """``test`` evaluating to ``truth`` shows that CUDA is not in use: a CUDA
+    test that is false (``not train_on_gpu``, the ``else`` of ``if
+    args.cuda:``), a CPU flag that is true (``args.no_cuda``), a device
+    compared with ``"cpu"``. An ``and``/``or`` of tests says nothing here (``a
+    and b`` false does not make either false)."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, truth = test.expression, not truth
+    if isinstance(test, cst.BooleanOperation):
+        return False
+    if not truth and cuda_test(test, True):
+        return True
+    if isinstance(test, cst.Comparison):
+        # only a device compared with a string: `n_gpu > 0` is not two-valued here
+        sides = [test.left, *(c.comparator for c in test.comparisons)]
+        if not any(string_of(side) is not None for side in sides):
+            return False
+    elif not isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
+        return False
+    return cuda_test(test, not truth)
+
+
 def binds_self(func: cst.FunctionDef) -> bool:
     """A method whose first parameter is the instance: it has one, and no
     ``@classmethod`` / ``@staticmethod`` (the flow's scopes read it alike)."""
