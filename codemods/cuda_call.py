@@ -83,7 +83,9 @@ class CudaCall(Rule):
     only when it decides where a model goes (`if args.cuda: model.cuda()`);
     else a device already bound wherever the line runs (a `device`/`dev` parameter, a
     name bound once to `torch.device(...)` or a `"cuda"`/`"cpu"` string by a
-    statement that always runs first, `self.device`). A module-level device
+    statement that always runs first, `self.device`; neither `x.device` nor
+    `self.device` in a `@classmethod` or `@staticmethod`, where `self` is
+    unbound and the parameters are not the module's inputs). A module-level device
     counts inside a function only when it is bound unconditionally before any
     code that could call the function. When there is none, one definition is
     added: `device = torch.device("cuda" if torch.cuda.is_available() else
@@ -171,11 +173,16 @@ class CudaCall(Rule):
     the reader. Inside the body of an `if` that tests for
     CUDA (`if torch.cuda.is_available():`, `if args.cuda:`, `if use_gpu:`,
     `if train_on_gpu:`, `if torch.cuda.device_count() > 1:`, `if x.is_cuda:`,
-    `if device.type == "cuda":`; any flag or name that says cuda or gpu, and
-    not cpu or no_cuda) the call runs only where CUDA is meant to be: silent;
-    the same in the arm of a conditional expression that such a test
-    chooses (`x.cuda() if args.cuda else x`, `x if not use_gpu else
-    x.cuda()`).
+    `if device.type == "cuda":`; any flag, name or string key that says cuda
+    or gpu, and not cpu or no_cuda: `if conf["use_gpu"]:`; a device index
+    compared so that only a GPU's remains: `if cuda_device >= 0:`, `if
+    device > -1:`, `if gpu != -1:`), in the `else` / `elif` of such a test
+    that is false only with CUDA (`if cuda_device < 0: return x` / `elif
+    ...: x.cuda(cuda_device)`), or after an `if` of the same block that
+    returns or raises where there is none, the call runs only where CUDA is
+    meant to be: silent; the same in the arm of a conditional expression
+    that such a test chooses (`x.cuda() if args.cuda else x`, `x if not
+    use_gpu else x.cuda()`).
     So too in a function or class whose decorator skips it without a GPU
     (`@skip_if_no_gpu`, `@requires_cuda`, `@onlyCUDA`,
     `@unittest.skipIf(not torch.cuda.is_available(), ...)`,
@@ -232,6 +239,11 @@ class CudaCall(Rule):
         "import pytest\ndef test_cuda(m):\n    with pytest.raises(ValueError):\n        m.cuda()\n",
     ]
     INVALID = [
+        # a negative device index is the CPU: no guard for a GPU
+        Invalid(
+            "import torch\ndef place(net, device_id):\n    if device_id < 0:\n        net = net.cuda()\n    return net\n",
+            'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\ndef place(net, device_id):\n    if device_id < 0:\n        net = net.to(device)\n    return net\n',
+        ),
         # a library's helper: "a GPU exists" is not where the caller's tensor is
         Invalid("import torch\ndef f(out, k):\n    t = torch.arange(k)\n    if torch.cuda.is_available():\n        t = t.cuda()\n    return out[:, 0] * t\n", None),
         Invalid(

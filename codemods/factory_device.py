@@ -123,7 +123,11 @@ class FactoryDevice(Rule):
     NumPy arrays too; a local name bound again between the factory and the
     meeting; a sibling scaled by anything but numbers; a lambda passed to
     another function); in a script that runs on the CPU only (it names no
-    device, moves nothing, and no other file imports it). When it meets a
+    device, moves nothing, and no other file imports it); where what meets
+    the device is an element of a tensor iterated over (`for i in
+    torch.arange(n): ids == i`: a 0-dim host tensor meets a device tensor
+    legally); in a branch that runs only without CUDA (the `else:` of `if
+    torch.cuda.is_available():`, where the model is on the CPU too). When it meets a
     device but no device is in reach to name, the site is reported without a
     fix.
     """
@@ -271,6 +275,8 @@ class FactoryDevice(Rule):
                     continue  # visit_Call names the device its sibling was given
                 if facts.enclosing_method(call) is not None:
                     continue  # module methods: visit_Call below
+                if analysis.runs_without_cuda(facts, call):
+                    continue  # `else:` of `if torch.cuda.is_available():`: nothing is on a GPU there
                 target = analysis.ast_parents(flow).get(origin)
                 if isinstance(target, ast.Assign) and len(target.targets) == 1 and isinstance(target.targets[0], ast.Name):
                     if analysis.fixed_by_a_bare_move(flow, target.targets[0].id, origin):
@@ -368,6 +374,8 @@ class FactoryDevice(Rule):
         method = facts.enclosing_method(node)
         if method is None or method[1].name.value == "__init__":
             return
+        if analysis.runs_without_cuda(facts, node):
+            return  # `else:` of `if torch.cuda.is_available():`: the module is on the CPU there
         if analysis.value_of(self, node).flags & ZERO_DIM:
             return  # `torch.tensor(0)`: a 0-dim host tensor combines with device tensors legally
         func = method[1]

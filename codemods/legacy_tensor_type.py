@@ -10,6 +10,7 @@ from fixdev.engine.source import line_start
 
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import HOST, Device, What
+from fixdev.analysis.cuda_only import decorated_cuda_only
 from .hard_coded_cuda import cuda_device, distributed, guarded, torch_at, torch_prefix
 
 # legacy type → the dtype it makes
@@ -61,9 +62,12 @@ class LegacyTensorType(Rule):
     rewritten at every use (`Tensor(n, 1)`, `x.type(Tensor)`) when the file
     shows them all; the alias line then goes, or becomes the device it chose:
     `device = torch.device("cuda" if opt.cuda else "cpu")`.
-    The device is `"cuda"` where the code already runs only with CUDA (under
-    `if cuda:`); else the device in reach or one defined once, as `cuda-call`
-    does; for an alias, the one its condition chose (`x.device` for
+    A constructor that runs only where CUDA is meant to be, under the guards
+    `cuda-call` is silent under (`if torch.cuda.is_available():`, `if
+    is_cuda:`, `if device > -1:`, a test skipped without a GPU), is left
+    alone: it is right there. The device is `"cuda"` where the code runs
+    only with CUDA by other signs (a `def test_cuda_...`, after an `assert`);
+    else the device in reach or one defined once, as `cuda-call` does; for an alias, the one its condition chose (`x.device` for
     `x.is_cuda`).
 
     ## Why is this bad?
@@ -164,6 +168,9 @@ class LegacyTensorType(Rule):
         "import torch\nok = isinstance(x, torch.cuda.FloatTensor)\n",
         "import torch\nfrom torch.autograd import Variable\nx = Variable(torch.ones(3)).cuda()\n",
         "import torch\nx = torch.empty(3, dtype=torch.float32, device='cuda')\n",
+        # a constructor that runs only with CUDA, as cuda-call is silent there
+        "import torch\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor([0, 2])\n",
+        "import torch\ndef steps(n, device: int):\n    if device > -1:\n        return torch.cuda.LongTensor(n, device=device).fill_(1).cumsum(0) - 1\n    return torch.arange(n)\n",
         # the CPU is the one device a legacy constructor takes
         "import torch\nx = torch.Tensor([1.0, 2.0], device='cpu')\n",
         # an alias runs everywhere: a fix that keeps every use exact, or nothing.
@@ -178,10 +185,6 @@ class LegacyTensorType(Rule):
             "import torch\nx = torch.cuda.FloatTensor(2, 3).zero_()\n",
             'import torch\n\ndevice = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
             "x = torch.empty(2, 3, dtype=torch.float32, device=device).zero_()\n",
-        ),
-        Invalid(
-            "import torch\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor([0, 2])\n",
-            "import torch\nif torch.cuda.is_available():\n    idx = torch.tensor([0, 2], dtype=torch.int64, device=\"cuda\")\n",
         ),
         # `.type` keeps a CUDA tensor on its GPU: x may be on any one
         Invalid("import torch\ndef prepare(x, device):\n    return x.type(torch.cuda.FloatTensor)\n", None),
@@ -213,8 +216,9 @@ class LegacyTensorType(Rule):
         ),
         # an existing array: shared where the CPU type would share it, copied to a GPU
         Invalid(
-            "import numpy as np\nimport torch\nlabels = np.array([0, 1])\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor(labels)\n",
-            "import numpy as np\nimport torch\nlabels = np.array([0, 1])\nif torch.cuda.is_available():\n    idx = torch.as_tensor(labels, dtype=torch.int64, device=\"cuda\")\n",
+            "import numpy as np\nimport torch\nlabels = np.array([0, 1])\nidx = torch.cuda.LongTensor(labels)\n",
+            "import numpy as np\nimport torch\n\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            "labels = np.array([0, 1])\nidx = torch.as_tensor(labels, dtype=torch.int64, device=device)\n",
         ),
         # a CPU type given a device: the split kept, the device kept
         Invalid(
@@ -229,7 +233,7 @@ class LegacyTensorType(Rule):
         Invalid("import torch\ndef copy(device):\n    t = torch.ones(3)\n    return torch.Tensor(t, device=device)\n", None),
         # a name bound to a list of numbers is data, not a size (nor surely
         # not a shape): reported
-        Invalid("import torch\nrows = [0, 2]\nif torch.cuda.is_available():\n    idx = torch.cuda.LongTensor(rows)\n", None),
+        Invalid("import torch\nrows = [0, 2]\nidx = torch.cuda.LongTensor(rows)\n", None),
         # a NumPy shape is a plain tuple: the legacy constructor reads it as data
         Invalid("import numpy as np\nimport torch\na = np.zeros((2, 3))\nb = torch.cuda.FloatTensor(a.shape)\n", None),
     ]
@@ -346,6 +350,12 @@ class LegacyTensorType(Rule):
 
     def _direct(self, call: cst.Call, site: cst.CSTNode, legacy: str, torch: str | None) -> None:
         facts = analysis.of(self)
+        if not self._is_type_call(call) and facts.enclosing(call, cst.Lambda) is None and (analysis.cuda_guarded(facts, call) or decorated_cuda_only(facts, call)):
+            # `if is_cuda: torch.cuda.LongTensor(n)`, `if device > -1: ...`:
+            # a constructor that runs only where CUDA is meant to be, as
+            # cuda-call is silent there (a `.type(...)` cast still gets its
+            # exact `.to(dtype)`)
+            return
         torch = torch or torch_at(facts, call)
         if facts.enclosing(call, cst.Lambda) is None and (guarded(facts, call) or distributed(facts, call)):
             device = ('"cuda"', [])

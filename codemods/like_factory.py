@@ -8,9 +8,9 @@ import libcst as cst
 
 from fixdev.engine.rule import Invalid, Rule
 
-from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import What
-from fixdev.analysis.moved import moved_before_use
+from fixdev.analysis.moved import moved_before_use, on_host
 
 # factory → (name of its _like twin, positional arguments before the shape)
 FACTORIES = {
@@ -27,6 +27,18 @@ FACTORIES = {
 KEPT_KEYWORDS = {"dtype", "layout", "requires_grad"}
 ACCEPTED_KEYWORDS = KEPT_KEYWORDS | {"fill_value", "size"}  # a factory call with any other keyword is left alone (_split_shape)
 SHORT_NAMES = {name.split(".")[-1] for name in FACTORIES}
+# Twins whose dtype, taken from the tensor, changes what they make unless it
+# is floating (no dtype is shown): `rand_like` / `randn_like` raise on an
+# integer or bool tensor, `full_like` casts its fill value to it.
+DTYPE_BOUND_TWINS = {"rand_like", "randn_like", "full_like"}
+# What shows a tensor holds integers or booleans: bound by a call of these
+# (`idx = x.argmax(-1)`, `n = lengths.long()`, `torch.LongTensor(...)`), with
+# an integer `dtype=`, or by a comparison (`keep = p > 0.5`).
+INTEGER_MAKERS = frozenset(
+    "long int short bool byte char LongTensor IntTensor ShortTensor ByteTensor BoolTensor CharTensor "
+    "randint randperm argmax argmin argsort nonzero bucketize searchsorted multinomial".split()
+)
+INTEGER_DTYPES = frozenset("long int short bool uint8 int8 int16 int32 int64".split())
 VARARG_FACTORIES = {"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn"}
 
 
@@ -37,7 +49,16 @@ class LikeFactory(Rule):
     `torch.ones(x.shape)`, `torch.zeros(x.size())`, `torch.randn(*x.shape)`,
     `torch.full(x.shape, v)` and `torch.randint(lo, hi, x.shape)`, and rewrites
     them to the `_like` form: `torch.ones_like(x)`, `torch.full_like(x, v)`,
-    `torch.randint_like(x, lo, hi)`.
+    `torch.randint_like(x, lo, hi)`. Where the `_like` twin would take a
+    dtype that changes what it makes, the factory keeps its own dtype and
+    takes the tensor's device instead: always for `rand`, `randn` and `full`
+    without `dtype=` (`torch.rand(x.shape, device=x.device)`: `rand_like`
+    raises on an integer or bool `x`, `full_like(x, 0.5)` of one fills
+    zeros; no dtype is shown to be floating), and for the others where the
+    function binds `x` only to integer or bool tensors (`idx = s.argmax(-1)`,
+    `n = m.long()`, an integer `dtype=`, `torch.arange(n)`, a comparison):
+    `torch.zeros(idx.shape, device=idx.device)`. A name such as `lengths` is
+    no evidence of a dtype.
 
     ## Why is this bad?
     A factory allocates on the default device, the CPU, whatever device `x` is
@@ -59,9 +80,11 @@ class LikeFactory(Rule):
     ```
 
     ## Fix safety
-    Unsafe, except where `dtype=` is given and the factory draws no random
-    numbers (`torch.zeros(x.shape, dtype=torch.int64)`): besides the device,
-    the fix may change the dtype and the random stream. The result takes `x`'s dtype, layout and memory format, unless
+    Unsafe, except where the factory draws no random numbers and the dtype
+    cannot change: `dtype=` is given (`torch.zeros(x.shape, dtype=torch.int64)`)
+    or the fix adds `device=` (`torch.full(x.shape, 0.5, device=x.device)`).
+    Besides the device, the `_like` form may change the dtype, and a draw the
+    random stream. The result takes `x`'s dtype, layout and memory format, unless
     `dtype=` was given (it is kept): `torch.ones(x.shape)` is always float32,
     but `torch.ones_like(x)` is int64 when `x` is, and float16 under `.half()`
     (`torch.full_like(x, 0.5)` of an integer `x` is all zeros).
@@ -74,7 +97,12 @@ class LikeFactory(Rule):
     ## When it stays silent
     When the code moves the result itself before it meets anything: in the
     same expression (`torch.randn(x.shape).to(x.device)`, `.cuda()`,
-    `.type_as(x)`, also after host-only steps such as `* 0.1` or `.float()`),
+    `.type_as(x)`, also after host-only steps such as `* 0.1`, `.float()` or
+    a comparison with a number or a parameter annotated `float` / `int`:
+    `(torch.rand(x.size()) > p).to(x.device)`), where its value is only
+    copied in place (`mask.copy_(torch.rand(x.shape) > p)`: `copy_` copies
+    across devices), where the tensor it is sized by is shown on the host
+    (made by a CPU factory in the function: both are on the CPU),
     or, for `noise = torch.randn(x.shape)`, on the next statement that reads
     `noise` (`noise = noise.to(x.device)`; `if x.is_cuda: noise = noise.cuda()`,
     whose other path is the CPU one); writing numbers into it (`f[i] = 1`) or
@@ -141,20 +169,30 @@ class LikeFactory(Rule):
         "import torch\ndef f(x):\n    return x + (torch.rand(x.shape) * 0.1).type_as(x)\n",
         "import torch\ndef f(x):\n    noise = torch.randn(x.shape)\n    if x.is_cuda:\n        noise = noise.cuda()\n    return x + noise\n",
         "import torch\ndef f(x):\n    noise = torch.randn(x.shape)\n    noise = noise.to(x.device)\n    return x + noise\n",
+        "import torch\ndef f(p: float, x):\n    return x * (torch.rand(x.size()) > p).to(x.device)\n",
+        "import torch\ndef f(x, p: float):\n    x.data.copy_(torch.rand(x.size()) > p)\n",
+        "import torch\ndef f(n):\n    a = torch.rand(n, 2)\n    return a + torch.zeros(a.shape)\n",
     ]
     INVALID = [
         Invalid("import torch\ny = torch.ones(x.shape)\n", "import torch\ny = torch.ones_like(x)\n"),
         Invalid("import torch as t\ny = t.zeros(x.size(), dtype=t.int64)\n", "import torch as t\ny = t.zeros_like(x, dtype=t.int64)\n"),
-        Invalid("from torch import randn\ny = randn(*self.h.shape)\n", "from torch import randn, randn_like\ny = randn_like(self.h)\n"),
+        Invalid("from torch import empty\ny = empty(*self.h.shape)\n", "from torch import empty, empty_like\ny = empty_like(self.h)\n"),
+        Invalid("from torch import randn\ny = randn(*self.h.shape)\n", "from torch import randn\ny = randn(*self.h.shape, device=self.h.device)\n"),
         Invalid("import torch\nfrom torch import ones\ny = ones(x.shape)\n", "import torch\nfrom torch import ones\ny = torch.ones_like(x)\n"),
-        Invalid("import torch\ny = torch.full(x.shape, 0.5)\n", "import torch\ny = torch.full_like(x, 0.5)\n"),
+        Invalid("import torch\ny = torch.full(x.shape, 0.5)\n", "import torch\ny = torch.full(x.shape, 0.5, device=x.device)\n"),
+        Invalid("import torch\ny = torch.rand(n.shape)\n", "import torch\ny = torch.rand(n.shape, device=n.device)\n"),
+        Invalid("import torch\ny = torch.full(x.shape, 0.5, dtype=torch.half)\n", "import torch\ny = torch.full_like(x, 0.5, dtype=torch.half)\n"),
+        Invalid(
+            "import torch\ndef f(s):\n    idx = s.argmax(-1)\n    return torch.ones(idx.size())\n",
+            "import torch\ndef f(s):\n    idx = s.argmax(-1)\n    return torch.ones(idx.size(), device=idx.device)\n",
+        ),
         Invalid("import torch\ny = torch.randint(0, 10, x.shape)\n", "import torch\ny = torch.randint_like(x, 0, 10)\n"),
         Invalid("import torch\ny = torch.randint(10, size=x.shape)\n", "import torch\ny = torch.randint_like(x, 10)\n"),
         Invalid("import torch\ny = torch.empty(size=x.size(), requires_grad=True)\n", "import torch\ny = torch.empty_like(x, requires_grad=True)\n"),
         # read before the move; `.to(dtype)` is no move
         Invalid(
             "import torch\ndef f(x):\n    noise = torch.randn(x.shape)\n    y = x + noise\n    noise = noise.to(x.device)\n    return y\n",
-            "import torch\ndef f(x):\n    noise = torch.randn_like(x)\n    y = x + noise\n    noise = noise.to(x.device)\n    return y\n",
+            "import torch\ndef f(x):\n    noise = torch.randn(x.shape, device=x.device)\n    y = x + noise\n    noise = noise.to(x.device)\n    return y\n",
         ),
         Invalid("import torch\ndef f(x):\n    return x * torch.ones(x.shape).to(torch.float16)\n", "import torch\ndef f(x):\n    return x * torch.ones_like(x).to(torch.float16)\n"),
     ]
@@ -176,11 +214,22 @@ class LikeFactory(Rule):
         written = shape.value if isinstance(shape, cst.Attribute) else shape.func.value  # the owner as written (``_shape_owner`` returns a copy)
         if analysis.what_of(self, written) is What.ARRAY:
             return
+        if on_host(self, written):
+            return  # the tensor it is sized by is on the host too (made by a CPU factory): both on the CPU
         if moved_before_use(self, node, self.code_of(written)):
             # the code moves it itself before it meets anything: nothing is
             # broken, and the rewrite would change the random stream and dtype
             return
         twin, _ = FACTORIES[factory]
+        keeps_dtype = any(a.keyword is not None and a.keyword.value == "dtype" for a in node.args)
+        if not keeps_dtype and (twin in DTYPE_BOUND_TWINS or _shown_integer(self, node, written)):
+            # `rand_like` raises on an integer tensor, `full_like(n, 0.5)` of
+            # one fills zeros, `ones_like(lengths)` is an integer tensor: the
+            # factory keeps its own dtype and takes the tensor's device
+            device = f"{self.code_of(written)}.device"
+            new_call = analysis.with_keyword_argument(node, "device", device)
+            self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={device}`", unsafe=twin.startswith("rand"))
+            return
         if isinstance(node.func, cst.Attribute):
             new_func, import_edits = node.func.with_changes(attr=cst.Name(twin)), []
         else:  # ``from torch import ones``: spell the twin the way this file can
@@ -194,9 +243,42 @@ class LikeFactory(Rule):
         new_call = node.with_changes(func=new_func, args=_comma_separated(new_args))
         # Safe only when nothing but the device can change: the dtype is given
         # (kept) and nothing is drawn (the GPU's generator gives other numbers).
-        keeps_dtype = any(a.keyword is not None and a.keyword.value == "dtype" for a in node.args)
         unsafe = not keeps_dtype or twin.startswith("rand")
         self.report(node, fix=[self.replace(node, new_call), *import_edits], fix_message=f"Use `{twin}`", unsafe=unsafe)
+
+
+def _shown_integer(rule: Rule, node: cst.Call, owner: cst.BaseExpression) -> bool:
+    """A local name ``owner`` that the function (or module) around ``node``
+    binds only to integer or boolean tensors, and at least once
+    (``INTEGER_MAKERS``, an integer ``dtype=``, ``torch.arange`` of integer
+    literals or names, a comparison)."""
+    if not isinstance(owner, cst.Name):
+        return False
+    facts = analysis.of(rule)
+    scope = facts.enclosing(node, cst.FunctionDef) or facts.module
+    bindings = placement.scope_bindings(facts, scope)[1].get(owner.value, [])
+    values = []
+    for binding in bindings:
+        if not (isinstance(binding, cst.Assign) and len(binding.targets) == 1 and isinstance(binding.targets[0].target, cst.Name)):
+            return False
+        values.append(binding.value)
+    return bool(values) and all(_integer_valued(facts, value) for value in values)
+
+
+def _integer_valued(facts: "analysis.FileAnalysis", value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Comparison):
+        return True
+    if not isinstance(value, cst.Call):
+        return False
+    dtype = analysis.keyword(value, "dtype")
+    if dtype is not None:
+        return (analysis.last_name(dtype.value) or "") in INTEGER_DTYPES
+    name = analysis.last_name(value.func)
+    if name in INTEGER_MAKERS:
+        return True
+    if name == "arange" and "torch.arange" in facts.qnames(value.func):
+        return all(a.keyword is None and isinstance(a.value, (cst.Integer, cst.Name, cst.Attribute)) for a in value.args)
+    return False
 
 
 def _split_shape(factory: str, args: tuple[cst.Arg, ...]) -> tuple[cst.Arg, list[cst.Arg], list[cst.Arg]] | None:

@@ -81,7 +81,8 @@ class LoadMapLocation(Rule):
     `model_zoo.load_url`),
     the device in scope (a `device`/`dev` parameter, a name bound to
     `torch.device(...)` or a `"cuda"`/`"cpu"` string in the function or the
-    module, `self.device`), else `"cpu"`. For anything else (a whole model, a
+    module, `self.device`; never in a `@classmethod` or `@staticmethod`,
+    where `self` is unbound), else `"cpu"`. For anything else (a whole model, a
     scripted module, a tensor) only a device the enclosing function itself
     works with (a `device`/`dev` parameter, a local device, `self.device`);
     without one the call is reported, not fixed.
@@ -231,6 +232,14 @@ class LoadMapLocation(Rule):
         ),
     ]
     INVALID = [
+        Invalid(
+            "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.device = torch.device('cuda')\n    @classmethod\n    def restored(cls, path):\n        net = cls()\n"
+            "        net.load_state_dict(torch.load(path))\n        return net\n",
+            "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.device = torch.device('cuda')\n    @classmethod\n    def restored(cls, path):\n        net = cls()\n"
+            "        net.load_state_dict(torch.load(path, map_location=\"cpu\"))\n        return net\n",
+        ),
         Invalid("import torch\nmodel.load_state_dict(torch.load('m.pth'))\n", "import torch\nmodel.load_state_dict(torch.load('m.pth', map_location=\"cpu\"))\n"),
         Invalid("import torch\nstate = torch.load('m.pth')\nmodel.load_state_dict(state)\n", "import torch\nstate = torch.load('m.pth', map_location=\"cpu\")\nmodel.load_state_dict(state)\n"),
         Invalid("import torch\nembedding = torch.load('emb.pt')\nembedding = embedding.cuda()\n", None),

@@ -203,38 +203,7 @@ def runs_only_without_cuda(rule: Rule, flow, node: ast.AST) -> bool:
     train_on_gpu else a.cpu().numpy()``)."""
     facts = analysis.of(rule)
     child = _cst_node(facts, flow, node)
-    block = facts.parent(child) if child is not None else None
-    while block is not None:
-        if isinstance(block, (cst.If, cst.IfExp)):
-            truth = True if child is block.body else False if child is block.orelse else None
-            if truth is not None and _without_cuda(block.test, truth):
-                return True
-        if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
-        child, block = block, facts.parent(block)
-    return False
-
-
-def _without_cuda(test: cst.BaseExpression, truth: bool) -> bool:
-    """``test`` evaluating to ``truth`` shows that CUDA is not in use: a CUDA
-    test that is false (``not train_on_gpu``, the ``else`` of ``if
-    args.cuda:``), a CPU flag that is true (``args.no_cuda``), a device
-    compared with ``"cpu"``. An ``and``/``or`` of tests says nothing here (``a
-    and b`` false does not make either false)."""
-    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test, truth = test.expression, not truth
-    if isinstance(test, cst.BooleanOperation):
-        return False
-    if not truth and analysis.cuda_test(test, True):
-        return True
-    if isinstance(test, cst.Comparison):
-        # only a device compared with a string: `n_gpu > 0` is not two-valued here
-        sides = [test.left, *(c.comparator for c in test.comparisons)]
-        if not any(analysis.string_of(side) is not None for side in sides):
-            return False
-    elif not isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
-        return False
-    return analysis.cuda_test(test, not truth)
+    return child is not None and analysis.runs_without_cuda(facts, child)
 
 
 def _moved_to_host_under_cuda_test(rule: Rule, flow, sink) -> bool:

@@ -315,12 +315,12 @@ def test_seed_program_rewritten_by_fixdev_trains_on_a_fake_gpu(tmp_path, fixdev)
     program = Path(__file__).parent / "programs" / "robust_trainer.py"
     fixed_path = tmp_path / "robust_trainer.py"
     shutil.copyfile(program, fixed_path)
-    # the buffer and randn_like are unsafe fixes (a buffer follows .half(), randn_like
+    # the buffer and the draw on x's device are unsafe fixes (a buffer follows .half(), the draw
     # draws from the GPU's generator): the program documents them, so they are applied
     result = fixdev("--apply", "--unsafe-fixes", str(fixed_path))
     assert result.returncode == 0, result.stderr.decode()
     fixed_text = fixed_path.read_text()
-    for expected in ('self.register_buffer("noise_scale"', "torch.randn_like(x)", "model.to(device)", "data.to(device), target.to(device)"):
+    for expected in ('self.register_buffer("noise_scale"', "torch.randn(x.shape, device=x.device)", "model.to(device)", "data.to(device), target.to(device)"):
         assert expected in fixed_text
 
     before, after = load(program), load(fixed_path)

@@ -24,7 +24,7 @@ FIXED = "import torch\n\n\ndef f(x):\n    return x * torch.ones_like(x) + torch.
 # that the next run, which fixes the rest, is quick.
 FILES = 24
 BODY = BUGGY + "".join(f"\n\ndef g{i}(y):\n    return torch.rand(y.shape) * y\n" for i in range(12))
-BODY_FIXED = FIXED + "".join(f"\n\ndef g{i}(y):\n    return torch.rand_like(y) * y\n" for i in range(12))
+BODY_FIXED = FIXED + "".join(f"\n\ndef g{i}(y):\n    return torch.rand(y.shape, device=y.device) * y\n" for i in range(12))
 # Loaded into fixdev and its workers (any start method) by Python's site
 # machinery: the Nth rename of a fixdev temporary file, and every later one,
 # leaves a marker and waits to be killed, its temporary file complete beside the

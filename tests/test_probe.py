@@ -51,7 +51,7 @@ def test_probe_finds_the_seed_programs_mismatch_and_passes_after_apply(tmp_path,
     assert clean.returncode == 0, clean.stderr.decode()
     assert clean.stdout.decode() == "robust_trainer.py:RobustModel: no device error on a fake GPU (eval mode, 1 input).\n"
 
-    # both fixes of the error (randn_like, a buffer) are unsafe: shown and applied with --unsafe-fixes
+    # both fixes of the error (randn on x's device, a buffer) are unsafe: shown and applied with --unsafe-fixes
     before = run_fixdev("--no-cache", *ROBUST, "--train", "--unsafe-fixes", cwd=tmp_path)
     out = before.stdout.decode()
     assert before.returncode == 1, before.stderr.decode()
@@ -61,7 +61,7 @@ def test_probe_finds_the_seed_programs_mismatch_and_passes_after_apply(tmp_path,
     assert "robust_trainer.py:31: RuntimeError: Expected all tensors to be on the same device" in out
     assert "`noise` is made by `torch.randn(x.shape)` on line 30" in out
     assert "fix: FDV101 [like-factory]" in out and "fix: FDV103 [constant-buffer]" in out
-    assert "+            noise = torch.randn_like(x) * self.noise_scale" in out
+    assert "+            noise = torch.randn(x.shape, device=x.device) * self.noise_scale" in out
     assert (tmp_path / "robust_trainer.py").read_text() == PROGRAM.read_text(), "--probe alone writes nothing"
 
     fixed = run_fixdev("--no-cache", "--apply", "--unsafe-fixes", "robust_trainer.py", cwd=tmp_path)
@@ -173,7 +173,7 @@ def _pytest(folder: Path, *args: str, env: dict | None = None) -> subprocess.Com
 @pytest.mark.fakecuda
 def test_fixture_fails_where_a_gpu_would_and_passes_after_the_fix(tmp_path, toolchain):
     shutil.copyfile(PROGRAM, tmp_path / "robust_trainer.py")
-    # the error's fixes (randn_like, a buffer) are unsafe: the project enables them for the plugin's diff and --apply
+    # the error's fixes (randn on x's device, a buffer) are unsafe: the project enables them for the plugin's diff and --apply
     (tmp_path / "pyproject.toml").write_text("[tool.fixdev]\nunsafe-fixes = true\n")
     (tmp_path / "test_model.py").write_text(TEST_FILE)
     before = _pytest(tmp_path)

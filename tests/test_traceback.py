@@ -380,7 +380,7 @@ def test_seed_program_traceback_gives_the_rules_fixes(tmp_path):
         folder.mkdir()
         shutil.copyfile(PROGRAM, folder / "robust_trainer.py")
     log = CASES_DIR / "robust_trainer" / "error.log"
-    # FDV101 (randn_like) and FDV103 (a buffer) are unsafe fixes: both runs enable them
+    # FDV101 (randn on x's device) and FDV103 (a buffer) are unsafe fixes: both runs enable them
     traced = run_fixdev("--no-cache", "--traceback", str(log), "--apply", "--unsafe-fixes", cwd=by_log)
     assert traced.returncode == 0, traced.stderr.decode()
     err = traced.stderr.decode()

@@ -369,12 +369,15 @@ class FileAnalysis:
         return node
 
     def enclosing_method(self, node: cst.CSTNode) -> tuple[cst.ClassDef, cst.FunctionDef] | None:
-        """The module class and its method that contain ``node``, if any."""
+        """The module class and its method that contain ``node``, if any: a
+        method ``self`` is bound in (not a ``@classmethod`` or
+        ``@staticmethod``, whose ``self.device`` would raise NameError), as
+        every rule that takes a device from ``self`` asks here."""
         func = self.enclosing(node, cst.FunctionDef)
         while func is not None:
             owner = self.parent(self.parent(func))  # FunctionDef → IndentedBlock → ClassDef
             if isinstance(owner, cst.ClassDef):
-                return (owner, func) if owner in self.module_classes else None
+                return (owner, func) if owner in self.module_classes and binds_self(func) else None
             func = self.enclosing(func, cst.FunctionDef)
         return None
 
@@ -557,9 +560,12 @@ def cuda_test(test: cst.BaseExpression, truth: bool) -> bool:
             if value == "cpu":
                 return positive != truth
             return False
+        comparator = target.comparator
+        index = _device_index_test(test.left, operator, comparator, truth)
+        if index is not None:
+            return index
         if not any(CUDA_WORD.search(w) for w in words_of(test)):
             return False
-        comparator = target.comparator
         if isinstance(comparator, cst.Name) and comparator.value == "None" or isinstance(comparator, cst.Integer) and comparator.value == "0":
             # `args.gpu is None`, `n_gpu == 0`: true when no GPU is chosen
             if isinstance(operator, (cst.Is, cst.Equal)):
@@ -570,26 +576,170 @@ def cuda_test(test: cst.BaseExpression, truth: bool) -> bool:
     if isinstance(test, cst.Call) and last_name(test.func) == "startswith" and test.args:
         value = string_of(test.args[0].value)
         return value is not None and value.startswith("cuda") and truth
-    if isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
-        words = words_of(test)
+    if isinstance(test, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        words = words_of(test) + _string_keys(test)
         if any(CPU_WORD.search(w) for w in words):
             return not truth
         return truth and any(CUDA_WORD.search(w) for w in words)
     return False
 
 
+def _integer(node: cst.BaseExpression) -> int | None:
+    """The value of ``3`` or ``-1``, else None."""
+    if isinstance(node, cst.Integer):
+        return int(node.value, 0)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value, 0)
+    return None
+
+
+# A name whose integer value picks a GPU by its index, -1 (or any negative)
+# for the CPU: `cuda_device`, `gpu`, `model_device`, `args.device_id`.
+_DEVICE_INDEX_WORD = re.compile(r"cuda|gpu|device")
+
+
+def _device_index_test(left: cst.BaseExpression, operator: cst.BaseCompOp, right: cst.BaseExpression, truth: bool) -> bool | None:
+    """A device index compared with a number: True where the test being
+    ``truth`` leaves only indexes >= 0 (a GPU the caller chose:
+    ``cuda_device >= 0``, ``device > -1``, ``gpu != -1``, ``cuda_device <
+    0`` false), False where it leaves only negatives (the CPU); None where it
+    is no such test (``n_gpu == 0`` counts GPUs: ``cuda_test`` reads it)."""
+    bound = _integer(right)
+    if bound is None or not isinstance(left, (cst.Name, cst.Attribute)):
+        return None
+    words = words_of(left)
+    if not any(_DEVICE_INDEX_WORD.search(w) for w in words) or any(CPU_WORD.search(w) for w in words):
+        return None
+    if not truth:  # the test false: the negated comparison true
+        negated = {cst.GreaterThanEqual: cst.LessThan, cst.GreaterThan: cst.LessThanEqual, cst.LessThan: cst.GreaterThanEqual,
+                   cst.LessThanEqual: cst.GreaterThan, cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal}.get(type(operator))
+        if negated is None:
+            return None
+        kind = negated
+    else:
+        kind = type(operator)
+    if kind is cst.GreaterThanEqual:
+        return True if bound >= 0 else None
+    if kind is cst.GreaterThan:
+        return True if bound >= -1 else None
+    if kind is cst.LessThan:
+        return False if bound <= 0 else None
+    if kind is cst.LessThanEqual:
+        return False if bound <= -1 else None
+    if kind is cst.NotEqual and bound == -1:
+        return True
+    if kind is cst.Equal and bound < 0:
+        return False
+    return None
+
+
+def _string_keys(test: cst.BaseExpression) -> list[str]:
+    """The lowercased string keys ``test`` subscripts with (``conf["use_gpu"]``)."""
+    found = []
+    while isinstance(test, (cst.Subscript, cst.Attribute, cst.Call)):
+        if isinstance(test, cst.Subscript):
+            for element in test.slice:
+                if isinstance(element.slice, cst.Index):
+                    value = string_of(element.slice.value)
+                    if value is not None:
+                        found.append(value.lower())
+        test = test.func if isinstance(test, cst.Call) else test.value
+    return found
+
+
 def cuda_guarded(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
-    """``node`` runs only inside the body of an ``if`` that tests for CUDA
-    (``cuda_test``, the one notion of a CUDA test every rule's silence
-    uses): code written for the GPU, on purpose."""
+    """``node`` runs only where an ``if`` shows CUDA in use (``cuda_test``,
+    the one notion of a CUDA test every rule's silence uses): in its body,
+    in its ``else`` / ``elif`` where the test being false shows it (``if
+    cuda_device < 0: return x`` / ``else: x.cuda(cuda_device)``), or after
+    an ``if`` of the same block whose body exits where it does not (``if not
+    torch.cuda.is_available(): return``): code written for the GPU, on purpose."""
     child, block = node, facts.parent(node)
     while block is not None:
-        if isinstance(block, cst.If) and child is block.body and cuda_test(block.test, True):
+        if isinstance(block, cst.If):
+            if child is block.body and cuda_test(block.test, True):
+                return True
+            if child is block.orelse and cuda_test(block.test, False):
+                return True
+        if isinstance(block, cst.IndentedBlock) and _exits_before_without_cuda(facts, block, child):
             return True
         if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
         child, block = block, facts.parent(block)
     return False
+
+
+def _exits_before_without_cuda(facts: "FileAnalysis", block: cst.IndentedBlock, statement: cst.CSTNode) -> bool:
+    """An ``if`` before ``statement`` in ``block``, without ``else``, whose
+    test true shows no CUDA and whose body ends in ``return`` / ``raise``."""
+    try:
+        index = facts.index_in(block.body, statement)
+    except ValueError:
+        return False
+    for earlier in block.body[:index]:
+        if isinstance(earlier, cst.If) and earlier.orelse is None and _ends_in_exit(earlier.body) and cuda_test(earlier.test, False):
+            return True
+    return False
+
+
+def _ends_in_exit(body: cst.BaseSuite) -> bool:
+    last = body.body[-1] if isinstance(body, cst.IndentedBlock) and body.body else None
+    if isinstance(body, cst.SimpleStatementSuite):
+        last = body
+    return isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) and isinstance(last.body[-1], (cst.Return, cst.Raise))
+
+
+def runs_without_cuda(facts: "FileAnalysis", node: cst.CSTNode) -> bool:
+    """``node`` runs only where CUDA is not in use, so nothing there is on a
+    GPU (the flow joins both branches): in the ``else`` (or ``elif``) of an
+    ``if`` that tests for CUDA (``torch.cuda.is_available()``, ``args.cuda``,
+    ``train_on_gpu``, ``x.is_cuda``...), under ``if not`` such a test, or in
+    the matching branch of a conditional expression (``a.numpy() if not
+    train_on_gpu else a.cpu().numpy()``)."""
+    child, block = node, facts.parent(node)
+    while block is not None:
+        if isinstance(block, (cst.If, cst.IfExp)):
+            truth = True if child is block.body else False if child is block.orelse else None
+            if truth is not None and without_cuda(block.test, truth):
+                return True
+        if isinstance(block, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        child, block = block, facts.parent(block)
+    return False
+
+
+def without_cuda(test: cst.BaseExpression, truth: bool) -> bool:
+    """``test`` evaluating to ``truth`` shows that CUDA is not in use: a CUDA
+    test that is false (``not train_on_gpu``, the ``else`` of ``if
+    args.cuda:``), a CPU flag that is true (``args.no_cuda``), a device
+    compared with ``"cpu"``. An ``and``/``or`` of tests says nothing here (``a
+    and b`` false does not make either false)."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, truth = test.expression, not truth
+    if isinstance(test, cst.BooleanOperation):
+        return False
+    if not truth and cuda_test(test, True):
+        return True
+    if isinstance(test, cst.Comparison):
+        # only a device compared with a string: `n_gpu > 0` is not two-valued here
+        sides = [test.left, *(c.comparator for c in test.comparisons)]
+        if not any(string_of(side) is not None for side in sides):
+            return False
+    elif not isinstance(test, (cst.Name, cst.Attribute, cst.Call)):
+        return False
+    return cuda_test(test, not truth)
+
+
+def binds_self(func: cst.FunctionDef) -> bool:
+    """A method whose first parameter is the instance: it has one, and no
+    ``@classmethod`` / ``@staticmethod`` (the flow's scopes read it alike)."""
+    params = func.params
+    if not (params.posonly_params or params.params):
+        return False
+    for decorator in func.decorators:
+        if dotted(decorator.decorator) in ("classmethod", "staticmethod"):
+            return False
+    return True
 
 
 def method_input_device(rule: "Rule", node: cst.CSTNode, moved: cst.BaseExpression | None = None) -> str | None:

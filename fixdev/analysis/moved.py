@@ -35,7 +35,7 @@ from itertools import islice
 
 import libcst as cst
 
-from fixdev.analysis import file_analysis as analysis
+from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import HOST, Device, SameAs, What
 from fixdev.engine.rule import child_nodes
 
@@ -85,7 +85,9 @@ class _Walk:
             holder = parent
             while isinstance(holder, _WRAPPERS):
                 holder = facts.parent(holder)
-            if isinstance(holder, cst.BaseExpression) and not isinstance(holder, cst.Lambda) and self._on_host(holder):
+            if _copied_in_place(holder, parent):
+                return MOVED  # dst.copy_(value): copy_ copies across devices
+            if isinstance(holder, cst.BaseExpression) and not isinstance(holder, cst.Lambda) and (self._on_host(holder) or self._with_numbers(holder, current)):
                 current = holder
                 continue
             if isinstance(holder, (cst.Assign, cst.AnnAssign)) and holder.value is current:
@@ -97,11 +99,40 @@ class _Walk:
     def _on_host(self, node: cst.CSTNode) -> bool:
         """The flow shows ``node``'s value on the host and nowhere else: the
         value inside it has met nothing on a device."""
-        found = self.flow.node_at(*self.rule.span(node))
-        if found is None:
+        return on_host(self.rule, node)
+
+    def _with_numbers(self, holder: cst.CSTNode, operand: cst.CSTNode) -> bool:
+        """``holder`` is arithmetic or a comparison of ``operand`` with numbers
+        only (``t > p`` for a parameter ``p: float``): the result stays
+        where ``operand`` is."""
+        if isinstance(holder, cst.UnaryOperation):
+            others = []
+        elif isinstance(holder, cst.BinaryOperation):
+            others = [holder.left, holder.right]
+        elif isinstance(holder, cst.Comparison):
+            others = [holder.left, *(c.comparator for c in holder.comparisons)]
+        else:
             return False
-        places = self.flow.where(found)
-        return bool(places) and all(p is HOST for p, _ in places)
+        if not any(other is operand for other in others) and not isinstance(holder, cst.UnaryOperation):
+            return False
+        return all(other is operand or self._number(other) or self._scalar_parameter(holder, other) for other in others)
+
+    def _scalar_parameter(self, node: cst.CSTNode, value: cst.BaseExpression) -> bool:
+        """``value`` names a parameter of the function around ``node``
+        annotated as a number (``p: float``) that the function never rebinds."""
+        if not isinstance(value, cst.Name):
+            return False
+        func = self.facts.enclosing(node, cst.FunctionDef)
+        if func is None:
+            return False
+        params = func.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == value.value:
+                annotation = param.annotation.annotation if param.annotation is not None else None
+                if annotation is None or analysis.last_name(annotation) not in ("float", "int"):
+                    return False
+                return not placement.scope_bindings(self.facts, func)[1].get(value.value)
+        return False
 
     def _moves(self, call: cst.Call, method: str) -> bool:
         """``call`` (a method of the value) puts it on a device or where
@@ -232,6 +263,28 @@ class _Walk:
             return True
         found = self.flow.node_at(*self.rule.span(value))
         return found is not None and self.flow.what(found) is What.SCALAR
+
+
+def on_host(rule, node: cst.CSTNode) -> bool:
+    """The flow shows ``node``'s value on the host and nowhere else."""
+    flow = analysis.flow_of(rule)
+    found = flow.node_at(*rule.span(node))
+    if found is None:
+        return False
+    places = flow.where(found)
+    return bool(places) and all(p is HOST for p, _ in places)
+
+
+def _copied_in_place(holder: cst.CSTNode, arg: cst.CSTNode) -> bool:
+    """``arg`` is the source of ``dst.copy_(...)``, which copies across devices."""
+    return (
+        isinstance(holder, cst.Call)
+        and isinstance(holder.func, cst.Attribute)
+        and holder.func.attr.value == "copy_"
+        and bool(holder.args)
+        and holder.args[0] is arg
+        and arg.keyword is None
+    )
 
 
 def _reads(node: cst.CSTNode, name: str) -> list[cst.Name]:

@@ -311,7 +311,9 @@ class Run:
             elem = iterable.parts.elem
             return UNKNOWN_VALUE if elem is NOTHING else elem
         if iterable.what is What.TENSOR:
-            return iterable.but(flags=iterable.flags & ~(ZERO_DIM | FOLLOWS_MODULE))
+            # the elements of a 1-d tensor (`for i in torch.arange(n)`) are
+            # 0-dim: a host one meets a device tensor legally
+            return iterable.but(flags=(iterable.flags & ~FOLLOWS_MODULE) | ZERO_DIM)
         if iterable.what is What.ARRAY:
             return iterable
         if iterable.what is What.SCALAR:
