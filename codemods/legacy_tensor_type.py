@@ -140,15 +140,23 @@ class LegacyTensorType(Rule):
     legacy constructor shares a tensor's memory), keyword arguments, a
     module's `.type(...)` (which also casts integer buffers), an unconditional
     alias bound twice, on an attribute, or used other than as a constructor
-    or `.type()` argument, and
-    `torch.set_default_tensor_type(torch.cuda.FloatTensor)`.
+    or `.type()` argument,
+    `torch.set_default_tensor_type(torch.cuda.FloatTensor)`, and a typed CPU
+    constructor given an existing tensor that may live on a device
+    (`torch.LongTensor(torch.cat(found))` of indices found on a GPU; the flow
+    shows it there, or, in a file that meets devices, does not show it on the
+    host): it takes only a CPU tensor of its own dtype, of which it returns
+    an alias, and raises for a CUDA one; `found.long()` is what was meant,
+    but not the alias the constructor made, so it is not written (a
+    storage, `torch.ByteTensor(torch.ByteStorage.from_buffer(b))`, is not a
+    tensor; `torch.Tensor(t)` takes other dtypes and is left alone).
     """
 
     code = "FDV110"
     name = "legacy-tensor-type"
     group = "cuda-only"
     message = "Legacy `torch.cuda.*Tensor` type: CUDA-only; use a factory with `dtype=` and `device=`"
-    trigger = r"cuda\s*\.\s*\w*Tensor\b|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)"
+    trigger = r"cuda\s*\.\s*\w*Tensor\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\s*\(\s*[A-Za-z_]|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)"
 
     VALID = [
         # under a test of another tensor's placement: the code handles it
@@ -243,6 +251,8 @@ class LegacyTensorType(Rule):
                 self._with_device(node, cpu_type)
                 return
         legacy = self._cuda_type(node.func)
+        if legacy is None and len(node.args) == 1 and not node.args[0].keyword and not node.args[0].star:
+            self._cpu_type_of_a_tensor(node)
         if legacy is not None:
             self._direct(node, node, legacy, torch_prefix(self, node.func.value) if isinstance(node.func, cst.Attribute) else None)
             return
@@ -337,6 +347,36 @@ class LegacyTensorType(Rule):
         new = analysis.with_keyword_argument(new, "dtype", f"{torch}.{DTYPES[legacy]}")
         new = analysis.with_keyword_argument(new, "device", device_text)
         self.report(call, message, fix=[self.replace(call, new)], fix_message=f"Use `{torch}.{factory}(..., dtype={torch}.{DTYPES[legacy]}, device={device_text})`")
+
+    def _cpu_type_of_a_tensor(self, call: cst.Call) -> None:
+        """``torch.LongTensor(t)`` of a tensor ``t`` that may live on a device
+        (the flow shows it there, or, in a file that meets devices, does not
+        show it on the host): the legacy constructor takes an existing tensor
+        only when it is a CPU tensor of its very dtype (it returns an alias
+        then) and raises ``expected TensorOptions(... device=cpu ...)`` for a
+        CUDA one. Reported: ``t`` itself, ``t.long()`` or ``t.to(torch.int64)``
+        is what was meant, but none of them is the alias the constructor
+        made where it worked. ``torch.Tensor(t)`` is not a typed constructor
+        and takes other dtypes; it is left alone."""
+        name = analysis.last_name(call.func)
+        if name not in DTYPES or f"torch.{name}" not in self.qualified_names(call.func):
+            return
+        flow = analysis.flow_of(self)
+        node = flow.node_at(*self.span(call.args[0].value))
+        if node is None or flow.what(node) is not What.TENSOR:
+            return
+        places = flow.where(node)
+        if not places or all(p is HOST for p, _ in places):
+            return
+        if not any(isinstance(p, Device) for p, _ in places) and not flow.meets_devices():
+            return
+        argument = self.code_of(call.args[0].value)
+        method = {"float32": "float", "float64": "double", "float16": "half", "int64": "long", "int32": "int", "bool": "bool"}.get(DTYPES[name])
+        how = f"`{argument}.{method}()`" if method else f"`{argument}.to(torch.{DTYPES[name]})`"
+        self.report(
+            call,
+            f"`{self.code_of(call.func)}(tensor)` raises for a tensor on a GPU (the legacy constructor takes only a CPU tensor of its own dtype); use {how}",
+        )
 
     def _torch_of(self, legacy: cst.BaseExpression) -> str | None:
         """``t`` for ``t.cuda.FloatTensor`` when ``t`` is torch."""
