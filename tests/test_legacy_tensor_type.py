@@ -180,3 +180,15 @@ def test_typed_cpu_constructor_of_a_device_tensor_raises_on_the_gpu(fixdev):
         assert torch.argsort(labels, descending=True).long().device.type == "cuda"
     report = fixdev("--check", "--output-format", "concise", "--select", "legacy-tensor-type", str(path)).stdout.decode()
     assert "use `torch.cat(found).long()`" in report and "use `order.long()`" in report
+
+
+def test_held_type_name_becomes_the_tensor_it_names(tmp_path, fixdev):
+    """`wt = x.type()` then `.type(wt)` → `.to(x)`: on the CPU the same dtype
+    and values (the type name there is the CPU's), on a GPU `x`'s own device."""
+    import torch
+
+    before, after = fixed_alone("type_name_held", tmp_path, fixdev)
+    for score in ([1, 2], [0.5]):
+        old, new = load(before).RunningScores().add(score), load(after).RunningScores().add(score)
+        assert old.dtype == new.dtype == torch.float32 and old.device == new.device
+        torch.testing.assert_close(old, new, rtol=0, atol=0)
