@@ -36,6 +36,7 @@ class Site(NamedTuple):
     strings: tuple[ast.Constant, ...]  # the string literals it is compared with
     wrapped: ast.Call | None  # ``torch.device("cuda")``, when that is the other side
     maybe_string: bool  # the device side may also hold a string (a ``Union[str, torch.device]`` parameter)
+    stringified: ast.Call | None = None  # ``str(device)``, when that is the side compared
 
 
 class DeviceStringCompare(Rule):
@@ -59,9 +60,15 @@ class DeviceStringCompare(Rule):
     one whose annotation also allows `None` nor one that defaults to `None`:
     `torch.device(None)` raises). And
     `t.device == torch.device("cuda")`, a tensor's device compared with a
-    device that names no index. It compares the device's type instead:
+    device that names no index, and so a device that may carry one: built by
+    `torch.device(d)` of something other than a literal without an index
+    (`device = torch.device(device)`, `torch.device(f"cuda:{rank}")`), or a
+    parameter annotated `torch.device`. `str()` of such a device (or of a
+    tensor's) compared with a device type that is not the CPU's (`str(device)
+    == "cuda"`, never true for `cuda:0`). It compares the device's type instead:
     `x.device.type == "cpu"`; against a string with an index (`"cuda:1"`),
-    it compares with `torch.device("cuda:1")`.
+    it compares with `torch.device("cuda:1")`; `str(device) == "cuda"`
+    becomes `device.type == "cuda"`.
 
     ## Why is this bad?
     A `torch.device` never equals a string: `torch.device("cpu") == "cpu"` is
@@ -69,7 +76,8 @@ class DeviceStringCompare(Rule):
     meant for one device runs on every device (a CPU-only cast never runs, a
     host table is never moved to the GPU, a CUDA seed is never set). A
     tensor's device on a GPU always has an index (`cuda:0`), so it never
-    equals `torch.device("cuda")` either. Code that passes a device string
+    equals `torch.device("cuda")` either, and its string is `"cuda:0"`,
+    never `"cuda"`. Code that passes a device string
     around gets the comparison right, which is how the habit survives.
 
     ## Example
@@ -113,7 +121,9 @@ class DeviceStringCompare(Rule):
     first (`isinstance(device, str) and device == "cpu"`). Also for
     comparisons that are already right: `str(x.device) == "cpu"`, `x.device.type == "cuda"`,
     `x.device == torch.device("cuda:0")`, `x.device == torch.device("cpu")`
-    (a CPU device has no index). Reported without a fix: a string that names
+    (a CPU device has no index), `str(x.device) == "cuda:0"`, and a device
+    built without an index (`torch.device("cuda" if ok else "cpu")`), whose
+    string is `"cuda"` and which equals `torch.device("cuda")`. Reported without a fix: a string that names
     no device type (`"gpu"`), and a membership test whose strings mix
     device types with indexed devices.
     """
@@ -140,6 +150,8 @@ class DeviceStringCompare(Rule):
         "import torch\nx = torch.zeros(3)\nif x.device.type == 'cuda':\n    pass\n",
         "import torch\nx = torch.zeros(3)\nif x.device == torch.device('cpu'):\n    pass\n",
         "import torch\nx = torch.zeros(3)\nif x.device == torch.device('cuda:0'):\n    pass\n",
+        # built without an index: "cuda" on a GPU, equal to torch.device("cuda")
+        "import torch\ndev = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nok = str(dev) == 'cuda' or dev == torch.device('cuda')\n",
         # a parameter whose only tensor-like use NumPy arrays share
         "import torch\ndef f(a):\n    if a.device == 'cpu':\n        return a.shape\n",
         # a plain module's `.device` is whatever its class sets (often a string)
@@ -202,6 +214,14 @@ class DeviceStringCompare(Rule):
             "import torch\nclass R:\n    def __init__(self, device: str | torch.device):\n        self.device = device\n    def f(self):\n        return self.device == 'cuda'\n",
             "import torch\nclass R:\n    def __init__(self, device: str | torch.device):\n        self.device = device\n    def f(self):\n        return torch.device(self.device).type == 'cuda'\n",
         ),
+        Invalid(
+            "import torch\ndef gpu_id(rank):\n    dev = torch.device(f'cuda:{rank}')\n    return 0 if str(dev) == 'cuda' else -1\n",
+            "import torch\ndef gpu_id(rank):\n    dev = torch.device(f'cuda:{rank}')\n    return 0 if dev.type == 'cuda' else -1\n",
+        ),
+        Invalid(
+            "import torch\ndef pick(name='cuda'):\n    device = torch.device(name)\n    return device == torch.device('cuda')\n",
+            "import torch\ndef pick(name='cuda'):\n    device = torch.device(name)\n    return device.type == 'cuda'\n",
+        ),
         Invalid("import torch\nx = torch.zeros(3)\nif x.device == 'gpu':\n    pass\n", None),
         Invalid("import torch\nx = torch.zeros(3)\nif x.device in ('cpu', 'cuda:1'):\n    pass\n", None),
     ]
@@ -239,6 +259,10 @@ class DeviceStringCompare(Rule):
             prefix, suffix = "(", ")"
         device_text = prefix + text[start:end] + suffix
         edits = [Edit(start, start, prefix)] if prefix else []
+        if site.stringified is not None:
+            # `str(device) == "cuda"` → `device.type == "cuda"`: the call goes
+            call_start, call_end = flow.span(site.stringified)
+            return [Edit(call_start, start, prefix), Edit(end, call_end, suffix + ".type")], _shown(site, f"{device_text}.type")
         if not indexed:
             # compare the type: `x.device.type == "cpu"`; `torch.device("cuda")` becomes its string
             edits.append(Edit(end, end, suffix + ".type"))
@@ -273,11 +297,20 @@ class DeviceStringCompare(Rule):
 
 def _message(site: Site) -> str:
     always = "True" if isinstance(site.compare.ops[0], (ast.NotEq, ast.NotIn)) else "False"
+    if site.stringified is not None:
+        return f"`str()` of a device with an index is `cuda:0`, never `cuda`: where the device has one, this is always {always}"
+    if site.wrapped is not None and not _tensor_side(site):
+        return f"A device with an index (`cuda:0`) never equals one without: where it has one, this is always {always}"
     if site.wrapped is not None:
         return f"A tensor's device on a GPU has an index (`cuda:0`) and never equals one without: this is always {always}"
     if site.maybe_string:
         return f"A `torch.device` never equals a string: where it holds one (a parameter, or an attribute set to one, annotated to allow a string), this is always {always}"
     return f"A `torch.device` never equals a string: this is always {always}"
+
+
+def _tensor_side(site: Site) -> bool:
+    """The device side is a tensor's own ``.device`` (always indexed on a GPU)."""
+    return type(site.device) is ast.Attribute and site.device.attr == "device"
 
 
 def _shown(site: Site, device_text: str) -> str:
@@ -303,22 +336,110 @@ def _sites(flow) -> list[Site]:
             strings, wrapped = _device_strings(flow, other, membership=isinstance(op, MEMBERSHIP))
             if strings is None:
                 continue
+            if torch_names is None:
+                torch_names = _torch_names(flow.tree)
+            if _is_str_call(flow, device):
+                # str(device) == "cuda": "cuda:0" for a device with an index
+                if wrapped is not None or not _unindexed_accelerators(strings):
+                    continue
+                indexable = _indexable_device(flow, device.args[0], torch_names)
+                if indexable is not None:
+                    found.append(Site(node, device.args[0], strings, None, indexable, device))
+                    break
+                continue
             if wrapped is not None:
                 # torch.device("cuda") vs a tensor's device: unequal only because of the index
                 kind = strings[0].value.partition(":")
-                if kind[0] == "cpu" or kind[2] or not _tensor_device(flow, device):
+                if kind[0] == "cpu" or kind[2]:
                     continue
-                found.append(Site(node, device, strings, wrapped, False))
+                indexable = _indexable_device(flow, device, torch_names)
+                if indexable is None:
+                    continue
+                found.append(Site(node, device, strings, wrapped, indexable))
                 break
             if _device_object(flow, device):
                 found.append(Site(node, device, strings, None, False))
                 break
-            if torch_names is None:
-                torch_names = _torch_names(flow.tree)
             if _device_annotated_parameter(flow, device, torch_names) or _device_annotated_attribute(flow, device, torch_names):
                 found.append(Site(node, device, strings, None, True))
                 break
     return sorted(found, key=lambda s: (s.compare.lineno, s.compare.col_offset))
+
+
+def _is_str_call(flow, node: ast.expr) -> bool:
+    """``str(x)``: one positional argument."""
+    return (
+        type(node) is ast.Call and type(node.func) is ast.Name and node.func.id == "str" and len(node.args) == 1
+        and not node.keywords and type(node.args[0]) is not ast.Starred
+    )
+
+
+def _unindexed_accelerators(strings: tuple[ast.Constant, ...]) -> bool:
+    """Device types without an index, one of them not the CPU's (``"cuda"``,
+    ``("cuda", "mps")``): what ``str()`` of a device with an index never is.
+    (``str(x.device) == "cpu"`` is right: the CPU's device has no index.)"""
+    kinds = [s.value.partition(":") for s in strings]
+    return all(k[0] in DEVICE_TYPES and not k[1] for k in kinds) and any(k[0] not in ("cpu", "meta") for k in kinds)
+
+
+def _indexable_device(flow, node: ast.expr, torch_names: tuple[set[str], set[str]]) -> bool | None:
+    """Whether ``node`` is a torch.device that may carry an index (``cuda:0``),
+    and so may be unequal to ``torch.device("cuda")`` and ``str()`` to
+    ``"cuda"``: None where the code does not show that; False for a device
+    object (a tensor's ``.device``, ``torch.device(d)`` of something other
+    than an unindexed literal, directly or through the names bound to it);
+    True for a parameter annotated ``torch.device`` (maybe beside ``str``),
+    which may also hold a string (the fix then compares ``torch.device(d)``)."""
+    if _tensor_device(flow, node):
+        return False
+    if _built_with_an_index(flow, node):
+        return False
+    if _device_annotated_parameter(flow, node, torch_names):
+        return True
+    return None
+
+
+def _built_with_an_index(flow, node: ast.expr) -> bool:
+    """``torch.device(d)`` where ``d`` is not a literal without an index (a
+    parameter, ``f"cuda:{rank}"``), or a name the flow shows holds a
+    torch.device on every path whose bindings in its function that make one
+    all are such calls (``device = torch.device(device)``)."""
+    if type(node) is ast.Call:
+        return _device_of_anything(flow, node)
+    if type(node) is not ast.Name:
+        return False
+    value = flow.value(node)
+    if not (value.what is What.DEVICE and value.ref == DEVICE_OBJECT):
+        return False
+    scope = flow.function_at(flow.span(node)[0]) or flow.tree
+    made = []
+    for inner in ast_walk(scope):
+        if type(inner) in (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.With):
+            targets = inner.targets if type(inner) is ast.Assign else [getattr(inner, "target", None)]
+            if any(type(t) is ast.Name and t.id == node.id for t in targets):
+                bound = getattr(inner, "value", None)
+                if bound is None or type(inner) not in (ast.Assign, ast.AnnAssign):
+                    return False
+                bound_value = flow.value(bound)
+                if bound_value.what is What.DEVICE and bound_value.ref == DEVICE_OBJECT:
+                    if not _device_of_anything(flow, bound):
+                        return False
+                    made.append(bound)
+            elif any(type(t) is ast.Name and t.id == node.id and type(t.ctx) is ast.Store for t in ast_walk(inner)):
+                return False  # unpacked, or bound some other way
+    return bool(made)
+
+
+def _device_of_anything(flow, call: ast.expr) -> bool:
+    """``torch.device(x)`` of one argument that is not a literal (nor a choice
+    of literals) without an index: ``torch.device(device)``."""
+    if type(call) is not ast.Call or len(call.args) != 1 or call.keywords or flow.qualified_name(call.func) != "torch.device":
+        return False
+    arg = call.args[0]
+    literals = [arg.body, arg.orelse] if type(arg) is ast.IfExp else [arg]
+    if all(type(a) is ast.Constant for a in literals):
+        return any(type(a.value) is str and ":" in a.value for a in literals)
+    return type(arg) is not ast.Starred
 
 
 def _device_strings(flow, node: ast.expr, membership: bool) -> tuple[tuple[ast.Constant, ...] | None, ast.Call | None]:

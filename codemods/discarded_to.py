@@ -28,7 +28,11 @@ class DiscardedTo(Rule):
     result is thrown away, where `x` is known to be a tensor (made by a torch
     function or tensor method, a loader batch, or anything the device-flow
     analysis shows holds a tensor on every path), and assigns the result
-    back: `x = x.to(device)`.
+    back: `x = x.to(device)`. An item of a mapping the flow shows holds
+    tensors (a dict of tensors, a tokenizer's batch, a loader's dict batch),
+    read by a string key or by a key the loop draws from that mapping
+    (`for k in batch: batch[k].to(device)`), is assigned back the same way:
+    `batch[k] = batch[k].to(device)`.
 
     ## Why is this bad?
     `Tensor.to` and its relatives return a new tensor and leave `x` as it was,
@@ -60,7 +64,9 @@ class DiscardedTo(Rule):
     ## When it stays silent
     For modules (`model.to(device)` and `self.to(device)` are correct: modules
     move in place), for names whose kind the code does not show, for
-    expressions that are not a plain name or attribute chain, and for
+    expressions that are not a plain name or attribute chain or such a
+    mapping's item (not a tensor's slice `x[:, 0]`, which written back stays
+    in `x`, nor a position `pair[0]`, which a tuple cannot take), and for
     `nn.Parameter` attributes (a plain tensor cannot be assigned to them).
     """
 
@@ -69,7 +75,7 @@ class DiscardedTo(Rule):
     group = "mismatch"
     message = "`Tensor.to()` returns a new tensor; the result is discarded"
     # (the first, a part of the second, is searched fast: the second only runs on files it matches)
-    trigger = (r"\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\(", r"(?m)^[ \t]*[\w.]+\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\(")
+    trigger = (r"\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\(", r"(?m)^[ \t]*[\w.]+(?:\[[^\]\n]*\])?\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\s*\(")
 
     @classmethod
     def screen(cls, screening) -> bool:
@@ -83,7 +89,7 @@ class DiscardedTo(Rule):
             if type(parents.get(call)) is not ast.Expr or type(call.func) is not ast.Attribute:
                 continue
             receiver = call.func.value
-            if analysis.chain_root(receiver) is None:
+            if analysis.chain_root(receiver) is None and not (type(receiver) is ast.Subscript and analysis.chain_root(receiver.value) is not None):
                 continue
             value = flow.value(receiver)
             if value.flags & FOLLOWS_MODULE:
@@ -98,12 +104,17 @@ class DiscardedTo(Rule):
         "thing.to('cuda')\n",
         "import torch.nn as nn\nclass M(nn.Module):\n    def move(self):\n        self.to('cuda')\n",
         "import torch\nx = torch.randn(3)\nprint(x.to('cuda'))\n",
+        "import torch\nx = torch.zeros(4, 3)\nx[:, 0].to('cuda')\n",
     ]
     INVALID = [
         Invalid("import torch\nx = torch.randn(3, 3)\nx.to('cuda')\n", "import torch\nx = torch.randn(3, 3)\nx = x.to('cuda')\n"),
         Invalid(
             "from torch.utils.data import DataLoader\nfor data, target in DataLoader(ds):\n    data.to(device)\n    target.cpu()\n",
             "from torch.utils.data import DataLoader\nfor data, target in DataLoader(ds):\n    data = data.to(device)\n    target = target.cpu()\n",
+        ),
+        Invalid(
+            "import torch\ndef f(rows, device):\n    batch = {'x': torch.tensor(rows)}\n    for k in batch:\n        batch[k].to(device)\n    return batch\n",
+            "import torch\ndef f(rows, device):\n    batch = {'x': torch.tensor(rows)}\n    for k in batch:\n        batch[k] = batch[k].to(device)\n    return batch\n",
         ),
         Invalid("def f(x):\n    x.half()\n    return x.shape\n", "def f(x):\n    x = x.half()\n    return x.shape\n"),
         Invalid(
@@ -123,16 +134,51 @@ class DiscardedTo(Rule):
         if call.func.attr.value not in CONVERSIONS or call.lpar:
             return
         receiver = call.func.value
-        if not analysis.is_name_chain(receiver):
+        if isinstance(receiver, cst.Subscript):
+            if not self._mapping_item(receiver, node):
+                return
+        elif not analysis.is_name_chain(receiver):
             return
         value = analysis.value_of(self, receiver)
         if value.flags & FOLLOWS_MODULE or self._is_layer_weight(receiver):
             return  # an nn.Parameter: assigning a plain tensor to it raises
-        if value.what is not What.TENSOR and not self._follows_tensor_parameters(value, call):
+        if value.what is not What.TENSOR and (isinstance(receiver, cst.Subscript) or not self._follows_tensor_parameters(value, call)):
             return
         target = self.code_of(receiver)
         fix = [self.insert(self.span(call)[0], f"{target} = ")]
         self.report(call, fix=fix, fix_message=f"Assign the result back to `{target}`", unsafe=not _moves_only(self, call))
+
+    def _mapping_item(self, item: cst.Subscript, statement: cst.Expr) -> bool:
+        """``batch[k]`` of a container name chain that the code shows is a
+        mapping, which takes the item back: the key is a string
+        (``inputs["mask"]``; a tuple or list refuses it) or a name the loop
+        around the statement draws from the container's keys (``for k in
+        batch:`` / ``for k in batch.keys():``). Not a tensor's slice
+        (``x[:, 0] = ...`` writes into ``x``, which stays where it is), nor
+        an int position (a tuple refuses the assignment)."""
+        if not analysis.is_name_chain(item.value) or len(item.slice) != 1:
+            return False
+        key = item.slice[0].slice
+        if not isinstance(key, cst.Index) or key.star is not None:
+            return False
+        if analysis.what_of(self, item.value) not in (What.BATCH, What.UNKNOWN):
+            return False
+        key = key.value
+        if isinstance(key, cst.SimpleString):
+            return True
+        if not isinstance(key, cst.Name):
+            return False
+        container = self.code_of(item.value)
+        facts = analysis.of(self)
+        loop = facts.enclosing(statement, (cst.For, cst.FunctionDef))
+        while isinstance(loop, cst.For):
+            if isinstance(loop.target, cst.Name) and loop.target.value == key.value:
+                keys = loop.iter
+                if isinstance(keys, cst.Call) and isinstance(keys.func, cst.Attribute) and keys.func.attr.value == "keys" and not keys.args:
+                    keys = keys.func.value
+                return analysis.is_name_chain(keys) and self.code_of(keys) == container
+            loop = facts.enclosing(loop, (cst.For, cst.FunctionDef))
+        return False
 
     def _is_layer_weight(self, receiver: cst.BaseExpression) -> bool:
         """``<module>.weight`` / ``.bias``: a parameter of a layer."""

@@ -3,6 +3,8 @@ factories with ``dtype=`` and ``device=``."""
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from fixdev.engine.rule import Edit, Invalid, Rule, child_nodes
@@ -100,7 +102,11 @@ class LegacyTensorType(Rule):
     Also `t.type(x.type())` on a tensor: on a GPU `x.type()` is
     `"torch.cuda.FloatTensor"`, which lands on the current CUDA device rather
     than on `x`'s (a second GPU, DataParallel replicas); it becomes `t.to(x)`,
-    which takes `x`'s dtype and device.
+    which takes `x`'s dtype and device. So does `t.type(wt)` where the
+    function binds `wt` once, before it, as `wt = x.type()` of a tensor `x`
+    it does not bind again after (a type name given by a caller, or chosen
+    on some path, is left alone). `t.type_as(x)` is right as it is: it is
+    `t.to(x.options())` since PyTorch 1.0, which keeps `x`'s device index.
 
     ## Fix safety
     Safe: only where the tensors live changes. `.type(torch.cuda.X)` keeps a
@@ -144,15 +150,23 @@ class LegacyTensorType(Rule):
     legacy constructor shares a tensor's memory), keyword arguments, a
     module's `.type(...)` (which also casts integer buffers), an unconditional
     alias bound twice, on an attribute, or used other than as a constructor
-    or `.type()` argument, and
-    `torch.set_default_tensor_type(torch.cuda.FloatTensor)`.
+    or `.type()` argument,
+    `torch.set_default_tensor_type(torch.cuda.FloatTensor)`, and a typed CPU
+    constructor given an existing tensor that may live on a device
+    (`torch.LongTensor(torch.cat(found))` of indices found on a GPU; the flow
+    shows it there, or, in a file that meets devices, does not show it on the
+    host): it takes only a CPU tensor of its own dtype, of which it returns
+    an alias, and raises for a CUDA one; `found.long()` is what was meant,
+    but not the alias the constructor made, so it is not written (a
+    storage, `torch.ByteTensor(torch.ByteStorage.from_buffer(b))`, is not a
+    tensor; `torch.Tensor(t)` takes other dtypes and is left alone).
     """
 
     code = "FDV110"
     name = "legacy-tensor-type"
     group = "cuda-only"
     message = "Legacy `torch.cuda.*Tensor` type: CUDA-only; use a factory with `dtype=` and `device=`"
-    trigger = r"cuda\s*\.\s*\w*Tensor\b|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)"
+    trigger = r"cuda\s*\.\s*\w*Tensor\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\s*\(\s*[A-Za-z_]|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)|=\s*\w+\.type\(\s*\)"
 
     VALID = [
         # under a test of another tensor's placement: the code handles it
@@ -247,6 +261,8 @@ class LegacyTensorType(Rule):
                 self._with_device(node, cpu_type)
                 return
         legacy = self._cuda_type(node.func)
+        if legacy is None and len(node.args) == 1 and not node.args[0].keyword and not node.args[0].star:
+            self._cpu_type_of_a_tensor(node)
         if legacy is not None:
             self._direct(node, node, legacy, torch_prefix(self, node.func.value) if isinstance(node.func, cst.Attribute) else None)
             return
@@ -269,13 +285,18 @@ class LegacyTensorType(Rule):
         if arg is None or arg.keyword is not None or arg.star:
             return False
         named = arg.value
-        if not (isinstance(named, cst.Call) and not named.args and isinstance(named.func, cst.Attribute) and named.func.attr.value == "type"):
+        if isinstance(named, cst.Name):
+            other = self._type_name_bound(node, named)
+            if other is None:
+                return False
+        elif isinstance(named, cst.Call) and not named.args and isinstance(named.func, cst.Attribute) and named.func.attr.value == "type":
+            other = self.code_of(named.func.value)
+        else:
             return False
         flow = analysis.flow_of(self)
         receiver = flow.node_at(*self.span(node.func.value))
         if receiver is None or flow.what(receiver) is not What.TENSOR:
             return False  # a module's .type() also casts integer buffers
-        other = self.code_of(named.func.value)
         start, end = self.span(node.func.attr)[0], self.span(node)[1]
         self.report(
             node,
@@ -284,6 +305,41 @@ class LegacyTensorType(Rule):
             fix_message=f"Use `.to({other})`",
         )
         return True
+
+    def _type_name_bound(self, call: cst.Call, name: cst.Name) -> str | None:
+        """``x`` where ``name`` (``.type(wt)``) is bound once in the
+        function, before ``call``, by ``wt = x.type()``: ``x`` a tensor the
+        flow knows, a name the function never binds again (so ``.to(x)`` at
+        ``call`` reads the tensor whose type name ``wt`` holds). None where
+        the code does not show that."""
+        facts = analysis.of(self)
+        function = facts.enclosing(call, cst.FunctionDef)
+        if function is None:
+            return None
+        flow = analysis.flow_of(self)
+        scope = flow.function_at(self.span(function.name)[0])
+        if scope is None:
+            return None
+        parameters = {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}
+        stores = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+        bound = [n for n in stores if n.id == name.value]
+        if name.value in parameters or len(bound) != 1:
+            return None
+        parents = analysis.ast_parents(flow)
+        assign = parents.get(bound[0])
+        if not (isinstance(assign, ast.Assign) and assign.targets == [bound[0]]):
+            return None
+        value = assign.value
+        if not (isinstance(value, ast.Call) and not value.args and not value.keywords and isinstance(value.func, ast.Attribute) and value.func.attr == "type"):
+            return None
+        source = value.func.value
+        if not isinstance(source, ast.Name) or flow.what(source) is not What.TENSOR or flow.span(assign)[1] > self.span(call)[0]:
+            return None
+        if any(n.id == source.id and flow.span(n)[0] > flow.span(assign)[0] for n in stores):
+            return None  # bound again after the type name was read: `.to(x)` would read another tensor
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) and (name.value in n.names or source.id in n.names) for n in ast.walk(scope)):
+            return None
+        return source.id
 
     def _cuda_type(self, node: cst.BaseExpression) -> str | None:
         """``FloatTensor`` for ``torch.cuda.FloatTensor`` (or its string)."""
@@ -341,6 +397,36 @@ class LegacyTensorType(Rule):
         new = analysis.with_keyword_argument(new, "dtype", f"{torch}.{DTYPES[legacy]}")
         new = analysis.with_keyword_argument(new, "device", device_text)
         self.report(call, message, fix=[self.replace(call, new)], fix_message=f"Use `{torch}.{factory}(..., dtype={torch}.{DTYPES[legacy]}, device={device_text})`")
+
+    def _cpu_type_of_a_tensor(self, call: cst.Call) -> None:
+        """``torch.LongTensor(t)`` of a tensor ``t`` that may live on a device
+        (the flow shows it there, or, in a file that meets devices, does not
+        show it on the host): the legacy constructor takes an existing tensor
+        only when it is a CPU tensor of its very dtype (it returns an alias
+        then) and raises ``expected TensorOptions(... device=cpu ...)`` for a
+        CUDA one. Reported: ``t`` itself, ``t.long()`` or ``t.to(torch.int64)``
+        is what was meant, but none of them is the alias the constructor
+        made where it worked. ``torch.Tensor(t)`` is not a typed constructor
+        and takes other dtypes; it is left alone."""
+        name = analysis.last_name(call.func)
+        if name not in DTYPES or f"torch.{name}" not in self.qualified_names(call.func):
+            return
+        flow = analysis.flow_of(self)
+        node = flow.node_at(*self.span(call.args[0].value))
+        if node is None or flow.what(node) is not What.TENSOR:
+            return
+        places = flow.where(node)
+        if not places or all(p is HOST for p, _ in places):
+            return
+        if not any(isinstance(p, Device) for p, _ in places) and not flow.meets_devices():
+            return
+        argument = self.code_of(call.args[0].value)
+        method = {"float32": "float", "float64": "double", "float16": "half", "int64": "long", "int32": "int", "bool": "bool"}.get(DTYPES[name])
+        how = f"`{argument}.{method}()`" if method else f"`{argument}.to(torch.{DTYPES[name]})`"
+        self.report(
+            call,
+            f"`{self.code_of(call.func)}(tensor)` raises for a tensor on a GPU (the legacy constructor takes only a CPU tensor of its own dtype); use {how}",
+        )
 
     def _torch_of(self, legacy: cst.BaseExpression) -> str | None:
         """``t`` for ``t.cuda.FloatTensor`` when ``t`` is torch."""

@@ -10,7 +10,7 @@ import libcst as cst
 from fixdev.engine.rule import Invalid, Rule
 
 from fixdev.analysis import file_analysis as analysis
-from fixdev.analysis.flow import FOLLOWS_MODULE, What, ast_walk
+from fixdev.analysis.flow import FOLLOWS_MODULE, HOST, Device, SameAs, What, ast_walk
 
 # Expressions a `.cpu()` can follow without parentheses.
 ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
@@ -21,6 +21,11 @@ SINK_KINDS = ("numpy", "numpy-relative")
 # What code that names or moves to a device holds.
 DEVICE_CODE = re.compile(r"\.(?:to|cuda)\s*\(|device")
 RELATIVE_MESSAGE = "Tensor that may live on a device (the code does not show where) is read as a NumPy array; copy it to the host first"
+# torch.nn.utils.rnn.pack_padded_sequence: its `lengths` (second argument)
+# must be a CPU tensor (or a list), as its docstring says, since torch 1.7
+PACKING = "pack_padded_sequence"
+PACKING_NAME = "torch.nn.utils.rnn.pack_padded_sequence"
+PACKING_MESSAGE = "`pack_padded_sequence` takes `lengths` only from the CPU; a tensor that may live on a device raises there: copy it to the host"
 # Context managers and decorators under which no tensor records a gradient.
 NO_GRAD = frozenset({"no_grad", "inference_mode"})
 
@@ -47,12 +52,21 @@ class NumpyOnDevice(Rule):
     way (`.detach()`, `.data`, also where its name is bound), and the read is not inside `torch.no_grad()`
     or `torch.inference_mode()` (a `with` block or a decorator).
 
+    Also the other host-only read: `nn.utils.rnn.pack_padded_sequence(x,
+    lengths)`, whose `lengths` must be a CPU tensor (or a list) since torch
+    1.7, where `lengths` is a tensor the flow shows may live on a device, or,
+    in a file that meets devices, a tensor whose place is not shown (made by
+    a torch operation, a parameter annotated `torch.Tensor`):
+    `pack_padded_sequence(x, lengths.cpu(), ...)`, right wherever it lives.
+
     ## Why is this bad?
     NumPy arrays live in host memory. On a GPU, `t.numpy()` raises
     `TypeError: can't convert cuda:0 device type tensor to numpy. Use
     Tensor.cpu() to copy the tensor to host memory first.` (and
     `np.array(t)` raises the same). Code written and tested on a CPU never
-    sees it.
+    sees it. `pack_padded_sequence` given lengths on a GPU raises
+    `'lengths' argument should be a 1D CPU int64 tensor, but got 1D cuda:0
+    Long tensor`.
 
     ## Example
     ```python
@@ -74,7 +88,8 @@ class NumpyOnDevice(Rule):
     On the host `t.cpu()` is `t` itself and `t.detach()` shares its memory,
     so a CPU run is unchanged, and the array still shares memory with the
     tensor. On a GPU the array is a copy: writing into it no longer changes
-    the tensor (on a GPU it could not before).
+    the tensor (on a GPU it could not before). `lengths.cpu()` is what
+    packing reads on the host anyway (it copies them to int64 itself).
 
     ## When it stays silent
     When `t` is known to live on the host (a factory without `device=`, a
@@ -94,7 +109,8 @@ class NumpyOnDevice(Rule):
     train_on_gpu: p = p.cpu()` before the read), and for
     `t.numpy(force=True)`. Reported without a
     fix: values that may be a list or another container rather than one
-    tensor (`np.array([a, b])`).
+    tensor (`np.array([a, b])`). Packing lengths that are a list, a tensor
+    shown on the host, or a parameter the code does not show is a tensor.
     """
 
     code = "FDV108"
@@ -105,17 +121,22 @@ class NumpyOnDevice(Rule):
     # the file imports by name (names from other star imports are not known);
     # the file moves tensors or names a device, or defines functions or
     # classes (a library, whose callers choose devices: "numpy-relative").
-    trigger = ("numpy", r"\.(?:to|cuda)\b|device|\bdef\b|\bclass\b", r"\.numpy\s*\(|\b(?:np|numpy)\.\w+\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(")
+    trigger = (
+        r"numpy|pack_padded_sequence",
+        r"\.(?:to|cuda)\b|device|\bdef\b|\bclass\b",
+        r"\.numpy\s*\(|\b(?:np|numpy)\.\w+\s*\(|\b(?:array|asarray|asanyarray|copy)\s*\(|pack_padded_sequence\s*\(",
+    )
 
     @classmethod
     def screen(cls, screening) -> bool:
         if not DEVICE_CODE.search(screening.text) and not analysis.flow_for(screening).meets_devices():
             return False  # a script on the CPU only: no device to read from
-        return analysis.has_sink(screening, *SINK_KINDS)
+        return PACKING in screening.text or analysis.has_sink(screening, *SINK_KINDS)
 
     VALID = [
         "import torch\nx = torch.randn(3)\na = x.numpy()\n",
         "import torch\ndef f(t):\n    return t.numpy()\n",
+        "import torch\nfrom torch.nn.utils.rnn import pack_padded_sequence\ndef pack(x, lengths):\n    return pack_padded_sequence(x.to('cuda'), lengths)\n",
         "import torch\nx = torch.randn(3, device='cuda')\na = x.cpu().numpy()\n",
         "import torch\nfrom torch.utils.data import DataLoader\nfor x, y in DataLoader(ds):\n    a = x.numpy()\n",
         "import torch\nx = torch.randn(3).cuda()\na = x.numpy(force=True)\n",
@@ -147,6 +168,10 @@ class NumpyOnDevice(Rule):
             "import numpy as np, torch\nx = torch.randn(3, device='cuda')\na = np.asarray((x + 1).cpu())\n",
         ),
         Invalid("import numpy as np, torch\nx = torch.randn(3, device='cuda')\na = np.array([x, x])\n", None),
+        Invalid(
+            "import torch\nfrom torch.nn.utils.rnn import pack_padded_sequence\ndef pack(x: torch.Tensor, lengths: torch.Tensor):\n    return pack_padded_sequence(x, lengths, batch_first=True)\n",
+            "import torch\nfrom torch.nn.utils.rnn import pack_padded_sequence\ndef pack(x: torch.Tensor, lengths: torch.Tensor):\n    return pack_padded_sequence(x, lengths.cpu(), batch_first=True)\n",
+        ),
         # a tensor whose place the code does not show: .cpu() is right wherever it lives
         Invalid(
             "import torch\ndef features(z: torch.Tensor):\n    return z.detach().numpy()\n",
@@ -192,6 +217,54 @@ class NumpyOnDevice(Rule):
                     continue
                 edits = [self.insert(dot, move)]
             self.report_at(start, end, message, fix=edits, fix_message=f"Copy to the host first: `{move[1:]}`")
+        if PACKING in flow.text:
+            self._packed_lengths(flow)
+
+    def _packed_lengths(self, flow) -> None:
+        """``pack_padded_sequence(x, lengths)`` where ``lengths`` is a tensor
+        that may live on a device: the flow shows it there, or shows it is a
+        tensor but not where it lives, in a file that meets devices (then as
+        for ``.numpy()``, ``.cpu()`` is right wherever it lives). A list, or
+        a tensor shown on the host, is left alone."""
+        for call in analysis.calls_named(self.context, PACKING):
+            if flow.qualified_name(call.func) != PACKING_NAME:
+                continue
+            lengths = call.args[1] if len(call.args) > 1 and type(call.args[1]) is not ast.Starred else next((k.value for k in call.keywords if k.arg == "lengths"), None)
+            if lengths is None or type(call.args[0] if call.args else None) is ast.Starred:
+                continue
+            value = flow.value(lengths)
+            places = [p for p, _ in value.places]
+            if not places or all(p is HOST for p in places):
+                continue
+            if value.what is not What.TENSOR and not _shown_tensor_parameter(flow, lengths, places):
+                continue
+            if not any(isinstance(p, Device) for p in places) and not flow.meets_devices():
+                continue
+            if runs_only_without_cuda(self, flow, call):
+                continue
+            start, end = flow.span(lengths)
+            if isinstance(lengths, ATOMS):
+                edits = [self.insert(end, ".cpu()")]
+            else:
+                edits = [self.insert(start, "("), self.insert(end, ").cpu()")]
+            self.report_at(start, end, PACKING_MESSAGE, fix=edits, fix_message="Copy the lengths to the host: `.cpu()`")
+
+
+def _shown_tensor_parameter(flow, node: ast.AST, places: list) -> bool:
+    """``node`` is a parameter, still the caller's value, that its function's
+    code shows is a tensor by more than a read as an array (annotated, used
+    as only a tensor is), and whose kind it does not test."""
+    if type(node) is not ast.Name or not all(type(p) is SameAs and p.text == node.id for p in places):
+        return False
+    scope = flow.index.scope_at(flow.row_column(flow.span(node)[0]))
+    if scope is None or scope.kind != "function" or node.id in flow.kind_tested(scope):
+        return False
+    args = scope.node.args
+    arg = next((a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.arg == node.id), None)
+    annotation = arg.annotation if arg is not None else None
+    if isinstance(annotation, ast.Attribute) and annotation.attr == "Tensor" or isinstance(annotation, ast.Name) and annotation.id == "Tensor":
+        return True  # `lengths: torch.Tensor`
+    return node.id in flow.evidenced_tensors(scope, reads=False)
 
 
 def runs_only_without_cuda(rule: Rule, flow, node: ast.AST) -> bool:

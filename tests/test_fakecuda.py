@@ -104,10 +104,12 @@ def test_at_least_two_runnable_cases_per_rule():
 # Pairs this harness cannot run (its limits, not the fixes'): the function
 # builds its model inside the call, and FakeTensorMode cannot move a module
 # made inside it ("Couldn't swap Linear.weight"), or the file picks its device
-# at import, which this harness does outside the fake GPU. The virtual GPU of
+# at import, which this harness does outside the fake GPU; or it packs
+# sequences, whose packed size depends on the lengths' values. The virtual GPU of
 # tests/test_runtime.py runs them, before failing and after completing.
 FAKE_MODE_CANNOT_RUN = {
-    f"unregistered-submodule/{case}" for case in ("model_never_moved_helper", "model_never_moved_loop", "trainer_stores_model", "scorer_given_encoder")
+    *(f"unregistered-submodule/{case}" for case in ("model_never_moved_helper", "model_never_moved_loop", "trainer_stores_model", "scorer_given_encoder")),
+    *(f"numpy-on-device/{case}" for case in ("packed_lengths_from_padding", "packed_lengths_annotated", "packed_lengths_made_on_device")),
 }
 
 

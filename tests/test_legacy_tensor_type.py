@@ -158,3 +158,37 @@ def test_alias_that_follows_its_input_uses_the_input_device(tmp_path, fixdev):
             else:
                 mu, z = encoder(x)
                 assert z.device.type == "cuda" and z.dtype == torch.float32
+
+
+def test_typed_cpu_constructor_of_a_device_tensor_raises_on_the_gpu(fixdev):
+    """The reported case is a real failure: on the CPU the typed constructor
+    returns an alias of an int64 tensor, on the (fake) GPU it raises; the
+    `.long()` the message suggests runs on both."""
+    import torch
+
+    require_toolchain()
+    path = CASES / "reported_cpu_type_of_a_device_tensor.before.py"
+    case = load(path)
+    scores = torch.tensor([[0.1, 0.9], [0.8, 0.2]])
+    assert case.top_columns(scores, 1, "cpu").tolist() == [1, 0]
+    with fake_gpu():
+        with pytest.raises(TypeError, match="device=cpu"):
+            case.top_columns(scores, 1, "cuda")
+        labels = torch.tensor([0, 2, 1]).to("cuda")
+        with pytest.raises(TypeError, match="device=cpu"):
+            case.ranked(labels)
+        assert torch.argsort(labels, descending=True).long().device.type == "cuda"
+    report = fixdev("--check", "--output-format", "concise", "--select", "legacy-tensor-type", str(path)).stdout.decode()
+    assert "use `torch.cat(found).long()`" in report and "use `order.long()`" in report
+
+
+def test_held_type_name_becomes_the_tensor_it_names(tmp_path, fixdev):
+    """`wt = x.type()` then `.type(wt)` → `.to(x)`: on the CPU the same dtype
+    and values (the type name there is the CPU's), on a GPU `x`'s own device."""
+    import torch
+
+    before, after = fixed_alone("type_name_held", tmp_path, fixdev)
+    for score in ([1, 2], [0.5]):
+        old, new = load(before).RunningScores().add(score), load(after).RunningScores().add(score)
+        assert old.dtype == new.dtype == torch.float32 and old.device == new.device
+        torch.testing.assert_close(old, new, rtol=0, atol=0)

@@ -108,9 +108,12 @@ def test_buggy_fails_on_the_virtual_gpu_in_its_own_file_and_fixed_completes(rule
 # optimizer loaded before the move) or the traceback names only torch's lines;
 # or the failing frame's values are parameters its caller gave as `**batch`,
 # which `--traceback` does not follow out to the caller; or a class's own
-# `to()` that forgot a tensor (the error is where the tensor is read).
+# `to()` that forgot a tensor (the error is where the tensor is read); or
+# an error `--traceback` has no family for yet (packing's CPU-only lengths).
 TRACEBACK_CANNOT_FIX = {
-    "constant-buffer/cached_mask_none", "unmoved-input/dict_batch_kwargs",
+    "constant-buffer/cached_mask_none", "unmoved-input/dict_batch_kwargs", "discarded-to/dict_item",
+    *(f"numpy-on-device/{case}" for case in ("packed_lengths_from_padding", "packed_lengths_annotated", "packed_lengths_made_on_device")),
+    *(f"device-string-compare/{case}" for case in ("str_of_tensor_device", "str_of_rank_device", "str_of_annotated_device", "device_built_from_parameter")),
     *(f"constant-buffer/{case}" for case in ("own_to_misses_one", "own_to_after_super", "own_to_passes_everything", "plain_storage_to")),
     "device-string-compare/field_given_a_device", "unmoved-input/sibling_token_types",
     *(f"device-string-compare/{case}" for case in ("tensor_device_cuda", "indexed_string", "constructor_without_index", "membership",

@@ -616,7 +616,14 @@ def _build_mode(torch: Any) -> type:
 
     def packing(func, args, kwargs):
         # (data, lengths or batch_sizes, ...) -> (data, lengths or batch_sizes):
-        # the sizes are CPU tensors on a GPU too
+        # the sizes are CPU tensors on a GPU too, and CUDA takes packing's
+        # lengths only from the CPU (torch.nn.utils.rnn.pack_padded_sequence:
+        # "must be on the CPU if provided as a tensor")
+        if func is torch._pack_padded_sequence and len(args) > 1 and tag_of(args[1]) is not None:
+            lengths = args[1]
+            raise DeviceError(
+                f"'lengths' argument should be a 1D CPU int64 tensor, but got {lengths.dim()}D {tag_of(lengths)} {_LEGACY.get(str(lengths.dtype).removeprefix('torch.'), 'Float')} tensor"
+            )
         out = func(*args, **kwargs)
         device = tag_of(args[0])
         if device is not None:

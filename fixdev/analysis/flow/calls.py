@@ -232,7 +232,8 @@ def torch_call(run, name: str, node: ast.Call, positional: list[Value], keywords
         return Value(What.MODULE, places, frozenset({node}), ("instance", name), PARAM_FREE if free else 0)
     if is_optimizer_class(name):
         return Value(What.UNKNOWN, NO_PLACES, frozenset({node}), OPTIMIZER)
-    if name in NOT_OPERATIONS or name.startswith(NOT_OPERATION_PREFIXES) or "._" in name or name.startswith("torch.nn.") and not name.startswith("torch.nn.functional."):
+    if name in NOT_OPERATIONS or name.startswith(NOT_OPERATION_PREFIXES) or "._" in name or name.startswith("torch.nn.") and not name.startswith("torch.nn.functional.") or "Storage" in name:
+        # (a storage, torch.ByteStorage.from_buffer(b), is not a tensor)
         if name.startswith(("torch.is_", "torch.cuda.is_", "torch.backends.")) or name in ("torch.numel", "torch.typename"):
             return SCALAR_VALUE
         return UNKNOWN_VALUE
