@@ -685,7 +685,7 @@ class _Alias:
             return
         if everywhere and self.condition is None:
             return  # only ever the CUDA type under a CUDA check
-        uses = [u for u in _uses(facts).get(self.name, []) if self._resolves_here(u)]
+        uses = [u for u in placement.name_reads(facts).get(self.name, []) if self._resolves_here(u)]
         if any(self._call_of(u) is None or not self._after_binding(u) for u in uses):
             cannot(f" (`{self.name}` is used other than as a constructor or `.type()` argument)")
             return
@@ -906,7 +906,7 @@ def _is_availability(rule: Rule, condition: cst.BaseExpression, depth: int = 0) 
         return _is_availability(rule, condition.test, depth) and _constant(condition.body) is True and _constant(condition.orelse) is False
     if isinstance(condition, cst.Name) and depth == 0:
         facts = analysis.of(rule)
-        if _binding_counts(facts).get(condition.value) != 1:
+        if placement.binding_counts(facts).get(condition.value) != 1:
             return False
         for node in facts.index_order():
             if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and node.targets[0].target.value == condition.value:
@@ -944,54 +944,6 @@ def _runs_as_script(facts: "analysis.FileAnalysis") -> bool:
                 break
         facts.shared["runs_as_script"] = found
     return facts.shared["runs_as_script"]
-
-
-def _binding_counts(facts: "analysis.FileAnalysis") -> dict[str, int]:
-    """Name → how many statements, parameters or comprehensions of the whole
-    file bind it."""
-    if "binding_counts" not in facts.shared:
-        counts: dict[str, int] = {}
-        for node in facts.index_order():
-            if isinstance(node, cst.Param):
-                names = {node.name.value}
-            elif isinstance(node, cst.CompFor):
-                names = {n.value for n in _target_names(node.target)}
-            else:
-                names = placement.bound_names(node)
-            for name in names:
-                counts[name] = counts.get(name, 0) + 1
-        facts.shared["binding_counts"] = counts
-    return facts.shared["binding_counts"]
-
-
-def _target_names(target: cst.CSTNode) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _target_names(e.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return []
-
-
-def _uses(facts: "analysis.FileAnalysis") -> dict[str, list[cst.Name]]:
-    """Name → the places the file reads it (not ``x.NAME``, ``NAME=`` keywords,
-    or where it is bound by an assignment)."""
-    if "name_reads" not in facts.shared:
-        reads: dict[str, list[cst.Name]] = {}
-        for node in facts.index_order():
-            if not isinstance(node, cst.Name):
-                continue
-            parent = facts.parent(node)
-            if isinstance(parent, cst.Attribute) and parent.attr is node:
-                continue
-            if isinstance(parent, cst.Arg) and parent.keyword is node:
-                continue
-            if isinstance(parent, (cst.AssignTarget, cst.ImportAlias, cst.AsName, cst.FunctionDef, cst.ClassDef, cst.Param)):
-                continue
-            reads.setdefault(node.value, []).append(node)
-        facts.shared["name_reads"] = reads
-    return facts.shared["name_reads"]
 
 
 def _reads_placement(test: cst.BaseExpression) -> bool:

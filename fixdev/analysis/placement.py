@@ -220,6 +220,44 @@ def _target_names(target: cst.CSTNode) -> Iterator[str]:
         yield from _target_names(target.value)
 
 
+def binding_counts(facts: "FileAnalysis") -> dict[str, int]:
+    """Name → how many statements, parameters or comprehensions of the whole
+    file bind it; kept in ``facts.shared``."""
+    if "binding_counts" not in facts.shared:
+        counts: dict[str, int] = {}
+        for node in facts.index_order():
+            if isinstance(node, cst.Param):
+                names = {node.name.value}
+            elif isinstance(node, cst.CompFor):
+                names = set(_target_names(node.target))
+            else:
+                names = bound_names(node)
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+        facts.shared["binding_counts"] = counts
+    return facts.shared["binding_counts"]
+
+
+def name_reads(facts: "FileAnalysis") -> dict[str, list[cst.Name]]:
+    """Name → the places the file reads it (not ``x.NAME``, ``NAME=`` keywords,
+    or where it is bound by an assignment); kept in ``facts.shared``."""
+    if "name_reads" not in facts.shared:
+        reads: dict[str, list[cst.Name]] = {}
+        for node in facts.index_order():
+            if not isinstance(node, cst.Name):
+                continue
+            parent = facts.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.attr is node:
+                continue
+            if isinstance(parent, cst.Arg) and parent.keyword is node:
+                continue
+            if isinstance(parent, (cst.AssignTarget, cst.ImportAlias, cst.AsName, cst.FunctionDef, cst.ClassDef, cst.Param)):
+                continue
+            reads.setdefault(node.value, []).append(node)
+        facts.shared["name_reads"] = reads
+    return facts.shared["name_reads"]
+
+
 def parameter_names(func: cst.FunctionDef) -> list[str]:
     params = func.params
     names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
