@@ -9,7 +9,7 @@ import libcst as cst
 from fixdev.engine.rule import Edit, Invalid, Rule
 
 from fixdev.analysis.ast_screens import may_meet_a_caller, surely_cuda_guarded
-from fixdev.analysis import availability, file_analysis as analysis
+from fixdev.analysis import availability, file_analysis as analysis, placement
 from fixdev.analysis.cuda_only import decorated_cuda_only
 from fixdev.analysis.flow import What
 
@@ -49,13 +49,6 @@ def _in_a_cuda_arm(facts: "analysis.FileAnalysis", node: cst.CSTNode) -> bool:
                 return True
         child, current = current, facts.parent(current)
     return False
-
-
-def _parameter_names(func: cst.FunctionDef) -> set[str]:
-    params = func.params
-    every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-    return {p.name.value for p in every}
 
 
 def _in_own_cuda_method(facts: "analysis.FileAnalysis", call: cst.Call) -> bool:
@@ -352,7 +345,7 @@ class CudaCall(Rule):
         value = given[0].value
         if isinstance(value, cst.Name):
             func = facts.enclosing(node, cst.FunctionDef)
-            return func is not None and value.value in _parameter_names(func) - {"self", "cls"}
+            return func is not None and value.value in set(placement.parameter_names(func)) - {"self", "cls"}
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get_device" and not value.args:
             return True  # only a tensor has get_device(): the GPU it is on
         if isinstance(value, cst.Attribute) and value.attr.value == "device":

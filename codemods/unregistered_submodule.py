@@ -591,7 +591,7 @@ class UnregisteredSubmodule(Rule):
         nowhere else than as an element of the containers this rule looks at
         (else it may be registered some other way)."""
         bindings = [s for s in _walk_statements(init.body) if isinstance(s, cst.Assign) and any(_is_name(t.target, name) for t in s.targets)]
-        if len(bindings) != 1 or len(bindings[0].targets) != 1 or name in _parameter_names(init):
+        if len(bindings) != 1 or len(bindings[0].targets) != 1 or name in placement.parameter_names(init):
             return None
         for node in _walk(init.body):
             if isinstance(node, cst.Name) and node.value == name and node is not bindings[0].targets[0].target and _is_variable(analysis.of(self), node):
@@ -606,7 +606,7 @@ class UnregisteredSubmodule(Rule):
         """``layers = [...]`` (or ``[]`` filled by ``layers.append(...)``)
         bound once in ``__init__`` and used only so and by ``self.X = layers``."""
         bindings = [s for s in _walk_statements(init.body) if isinstance(s, cst.Assign) and any(_is_name(t.target, name) for t in s.targets)]
-        if len(bindings) != 1 or len(bindings[0].targets) != 1 or name in _parameter_names(init):
+        if len(bindings) != 1 or len(bindings[0].targets) != 1 or name in placement.parameter_names(init):
             return None
         value = bindings[0].value
         if not isinstance(value, (cst.List, cst.ListComp)):
@@ -882,13 +882,6 @@ def _self_name(method: cst.FunctionDef) -> str | None:
         return None
     params = method.params.posonly_params or method.params.params
     return params[0].name.value if params else None
-
-
-def _parameter_names(method: cst.FunctionDef) -> set[str]:
-    p = method.params
-    every = [*p.posonly_params, *p.params, *p.kwonly_params]
-    every += [x for x in (p.star_arg, p.star_kwarg) if isinstance(x, cst.Param)]
-    return {x.name.value for x in every}
 
 
 def _literal_strings(node: cst.BaseExpression) -> list[str] | None:
