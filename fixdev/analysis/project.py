@@ -135,8 +135,17 @@ class Project:
             found = self._walk_stamp = None
             stamp = self.stamp()
             if stamp is not None:
-                others = [other for other in _walk(os.path.commonpath(list(self.files))) if other not in self.files and (other.endswith(".py") or _NAMING_FILES.search(other))]
+                others = [other for other in self.tree_files() if other not in self.files and (other.endswith(".py") or _NAMING_FILES.search(other))]
                 found = self._walk_stamp = _stat_into(hashlib.sha256(stamp), others)
+        return found
+
+    def tree_files(self) -> list[str]:
+        """Every file under the run's common folder (``_walk``), listed once
+        per process: the walk stamp and each file's dead-module check read
+        the same listing."""
+        found = self.__dict__.get("_tree_files")
+        if found is None:
+            found = self._tree_files = _walk(os.path.commonpath(list(self.files)))
         return found
 
     def for_file(self, path: Path) -> "FileFacts":
@@ -412,7 +421,7 @@ def _named_nowhere(project: "Project", path: str) -> bool:
     """``_never_runs``' walk: no other file under the run's folder names
     ``path``'s module, and every ``.py`` file there is one of the run's."""
     word = _word_finder(os.path.basename(path)[:-3])
-    for other in _walk(os.path.commonpath(list(project.files))):
+    for other in project.tree_files():
         if other == path:
             continue
         if other.endswith(".py"):
@@ -432,7 +441,7 @@ def _named_nowhere(project: "Project", path: str) -> bool:
 
 
 def _walk(root: str) -> list[str]:
-    """Every file under ``root`` as ``_named_nowhere`` walks them (hidden folders and ``__pycache__`` left out)."""
+    """Every file under ``root`` as ``_named_nowhere`` reads them (hidden folders and ``__pycache__`` left out)."""
     found = []
     for folder, subfolders, names in os.walk(root):
         subfolders[:] = [d for d in subfolders if not d.startswith(".") and d != "__pycache__"]
