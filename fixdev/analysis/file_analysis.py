@@ -598,6 +598,13 @@ def _integer(node: cst.BaseExpression) -> int | None:
 _DEVICE_INDEX_WORD = re.compile(r"cuda|gpu|device")
 
 
+# A comparison's operator → the one that holds where it does not.
+_NEGATED_COMPARISONS = {
+    cst.GreaterThanEqual: cst.LessThan, cst.GreaterThan: cst.LessThanEqual, cst.LessThan: cst.GreaterThanEqual,
+    cst.LessThanEqual: cst.GreaterThan, cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal,
+}
+
+
 def _device_index_test(left: cst.BaseExpression, operator: cst.BaseCompOp, right: cst.BaseExpression, truth: bool) -> bool | None:
     """A device index compared with a number: True where the test being
     ``truth`` leaves only indexes >= 0 (a GPU the caller chose:
@@ -611,8 +618,7 @@ def _device_index_test(left: cst.BaseExpression, operator: cst.BaseCompOp, right
     if not any(_DEVICE_INDEX_WORD.search(w) for w in words) or any(CPU_WORD.search(w) for w in words):
         return None
     if not truth:  # the test false: the negated comparison true
-        negated = {cst.GreaterThanEqual: cst.LessThan, cst.GreaterThan: cst.LessThanEqual, cst.LessThan: cst.GreaterThanEqual,
-                   cst.LessThanEqual: cst.GreaterThan, cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal}.get(type(operator))
+        negated = _NEGATED_COMPARISONS.get(type(operator))
         if negated is None:
             return None
         kind = negated

@@ -311,8 +311,10 @@ class Run:
             elem = iterable.parts.elem
             return UNKNOWN_VALUE if elem is NOTHING else elem
         if iterable.what is What.TENSOR:
-            # the elements of a 1-d tensor (`for i in torch.arange(n)`) are
-            # 0-dim: a host one meets a device tensor legally
+            # an element may be 0-dim (every one of a 1-d tensor's is: `for i
+            # in torch.arange(n)`), and a 0-dim host one meets a device tensor
+            # legally; taken so for any tensor iterated over (a row of a 2-d
+            # one is not 0-dim: a miss, never a wrong fix)
             return iterable.but(flags=(iterable.flags & ~FOLLOWS_MODULE) | ZERO_DIM)
         if iterable.what is What.ARRAY:
             return iterable
