@@ -405,7 +405,8 @@ def test_interactive_shows_cells(tmp_path):
     import subprocess
     import sys
 
-    path = _notebook(tmp_path, [("code", "import torch"), ("code", "x = torch.ones(2)\ny = torch.zeros(x.shape)")])
+    # (`x` made elsewhere: one made by a CPU factory here sizes a CPU tensor, and FDV101 is silent)
+    path = _notebook(tmp_path, [("code", "import torch"), ("code", "x = make()\ny = torch.zeros(x.shape)")])
     leader, follower = pty.openpty()  # --unsafe-fixes: FDV101's fix is unsafe
     proc = subprocess.Popen([sys.executable, "-m", "fixdev", "--apply", "--unsafe-fixes", "-i", "nb.ipynb"], cwd=tmp_path, stdin=follower,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
@@ -416,7 +417,7 @@ def test_interactive_shows_cells(tmp_path):
     assert proc.returncode == 0, err.decode()
     shown = out.decode()
     assert "nb.ipynb:cell 2:2:5: FDV101 [like-factory]" in shown and "--- a/nb.ipynb:cell 2\n" in shown
-    assert _sources(path)[1] == "x = torch.ones(2)\ny = torch.zeros_like(x)"
+    assert _sources(path)[1] == "x = make()\ny = torch.zeros_like(x)"
 
 
 # ---------------------------------------------------------------- the language server
