@@ -15,6 +15,7 @@ from fixdev.analysis.holders import last_name as ast_last_name
 from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.file_analysis import MOVES, TENSOR_METHODS
 from fixdev.analysis.flow import HOST, ZERO_DIM, Device, SameAs, What
+from fixdev.analysis.flow.evidence import rebound_tensors, tensor_root
 
 if TYPE_CHECKING:
     from fixdev.analysis.flow import FileFlow
@@ -72,7 +73,17 @@ class FactoryDevice(Rule):
     of the tensor it meets, right wherever that tensor lives (on the CPU it
     changes nothing). So does a factory made inside the expression that meets
     a local tensor (`x[torch.isin(x[:, 0], torch.tensor(ids))]`, `x` made
-    by torch): `x` holds that tensor there however often it is bound. This
+    by torch): `x` holds that tensor there however often it is bound
+    (`lut = torch.cat([torch.zeros(1), lut[:-1]])`). So does one made after
+    the statement that binds a name for the last time at the top of the
+    function's body, where the value is a tensor (`x = as_batch(x)` with
+    `x.size(1)` after it, `ids = ids.long()`, `feats, n = batch`): after
+    that statement the name holds that one value. A factory that is an arm
+    of a conditional expression whose other arm is such a tensor
+    (`x.mean() if x.numel() > 0 else torch.tensor(0.0)`) gets that
+    tensor's device too, 0-dim or not: the value lives on two devices, and
+    a `torch.stack` of such results fails. `torch.tensor(t)` in the arm
+    where `isinstance(t, list)` (or `tuple`) holds is a host tensor. This
     holds in files that meet devices: a library (a module of a package, a
     file other files of the run import, a file that only defines things) or
     code that names or moves to a device. The flow follows a lambda bound in
@@ -86,6 +97,15 @@ class FactoryDevice(Rule):
     API code counts too: creation functions of a namespace named `xp`, as the
     standard names it (`self.xp.asarray([i])` beside
     `self.xp.arange(n, device=self.dev)`).
+
+    A class whose base this file does not define (imported from a file
+    not in the run, or computed) counts as an `nn.Module` when its own
+    methods show it: they call on `self` a method only modules have and the
+    class does not define (`register_buffer`, `register_parameter`,
+    `add_module`, `parameters()`, `named_parameters()`, `modules()`,
+    `buffers()`, `children()`, …) or store an `nn.Parameter` on `self`.
+    Defining `forward` and calling `super().__init__()` does not count:
+    plain classes of other frameworks do both.
 
     ## Why is this bad?
     A factory without `device=` allocates on the CPU. Once the model runs on a
@@ -121,13 +141,16 @@ class FactoryDevice(Rule):
     `if args.cuda:`, a function's parameter nothing shows is a tensor: `x + 1`,
     `x.view(...)`, `x.reshape(...)`, `x.T`, `x.shape` and `x.device` work on
     NumPy arrays too; a local name bound again between the factory and the
-    meeting; a sibling scaled by anything but numbers; a lambda passed to
-    another function); in a script that runs on the CPU only (it names no
-    device, moves nothing, and no other file imports it); where what meets
-    the device is an element of a tensor iterated over (`for i in
-    torch.arange(n): ids == i`: a 0-dim host tensor meets a device tensor
-    legally); in a branch that runs only without CUDA (the `else:` of `if
-    torch.cuda.is_available():`, where the model is on the CPU too). When it meets a
+    meeting; a name whose last binding is in a branch or a loop, or comes
+    after the factory; an `isinstance` arm that admits a tensor too
+    (`isinstance(t, (list, torch.Tensor))`); a sibling scaled by anything but
+    numbers; a lambda passed to another function); in a script that runs on
+    the CPU only (it names no device, moves nothing, and no other file
+    imports it); where what meets the device is an element of a tensor
+    iterated over (`for i in torch.arange(n): ids == i`: a 0-dim host tensor
+    meets a device tensor legally); in a branch that runs only without CUDA
+    (the `else:` of `if torch.cuda.is_available():`, where the model is on
+    the CPU too). When it meets a
     device but no device is in reach to name, the site is reported without a
     fix.
     """
@@ -153,7 +176,9 @@ class FactoryDevice(Rule):
             # factory is made) and a file that meets devices: walks, not runs
             flow = analysis.flow_for(screening)
             scopes = [scope for scope in flow.index.scopes.values() if scope.kind == "function"]
-            if not flow.meets_devices() or not any(flow.evidenced_tensors(scope) or flow.evidenced_locals(scope) or _meets_inside(scope.node) for scope in scopes):
+            if _factory_in_an_arm(screening, flow):
+                return True
+            if not flow.meets_devices() or not any(flow.evidenced_tensors(scope) or flow.evidenced_locals(scope) or any(shown for *_, shown in rebound_tensors(flow, scope).values()) or _meets_inside(scope.node) for scope in scopes):
                 return False
             return analysis.has_sink(screening, "relative")
         if analysis.has_sink(screening, *SINK_KINDS):
@@ -171,6 +196,8 @@ class FactoryDevice(Rule):
                 if type(outer) is ast.Call and any(type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in analysis.call_arguments(outer)):
                     return True
         torch_names = analysis.torch_imported_names(screening)
+        if _factory_in_an_arm(screening, flow):
+            return True
         for call in bare:
             # visit_Call's: a torch factory (np.zeros, random.randint, a builtin range name none)
             if ast_last_name(call.func) not in SHORT_NAMES or not rooted_in(call.func, torch_names):
@@ -284,7 +311,7 @@ class FactoryDevice(Rule):
                 done.add(id(call))
                 statement = facts.statement_of(call)
                 device = self._bound_device(facts, statement, sink.device)
-                if device is None and sink.kind == "relative" and _read_where_made(flow, sink, origin):
+                if device is None and sink.kind == "relative" and (_read_where_made(flow, sink, origin) or _made_after_last_binding(flow, sink, origin)):
                     device = sink.device
                 if sink.kind == "relative":
                     if device is not None:  # else the tensor it meets is not yet bound where it is made: silent
@@ -392,6 +419,36 @@ class FactoryDevice(Rule):
             return
         new_call = analysis.with_keyword_argument(node, "device", f"{tensor}.device")
         self.report(node, fix=[self.replace(node, new_call)], fix_message=f"Add `device={tensor}.device`", unsafe=_draws(node))
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        """``x.mean() if x.numel() else torch.tensor(0.0)``: one arm a tensor
+        the code shows is one, the other made on the host; the value lives
+        where ``x`` does on one path and on the CPU on the other, and the
+        first mix of it with a tensor beside ``x`` (``torch.stack`` of such
+        results) fails on a GPU. The factory gets ``device=x.device``, the
+        other arm's device, right wherever ``x`` lives (0-dim ones too: the
+        stack does not spare them)."""
+        flow = analysis.flow_of(self)
+        if " else " not in self.context.text or not flow.meets_devices():
+            return
+        facts = analysis.of(self)
+        for arm in (node.body, node.orelse):
+            call = arm
+            while isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value in TENSOR_METHODS and isinstance(call.func.value, cst.Call):
+                call = call.func.value  # torch.tensor([0.0]).repeat(n)
+            if not isinstance(call, cst.Call) or not self._is_bare_factory(call) or self._sibling_device(call) is not None:
+                continue
+            made = flow.node_at(*self.span(call))
+            if made is None:
+                continue
+            name = _arm_partner(flow, analysis.ast_parents(flow), made)
+            if name is None:
+                continue
+            device = self._bound_device(facts, facts.statement_of(call), f"{name}.device")
+            if device is None:
+                continue
+            new_call = analysis.with_keyword_argument(call, "device", device)
+            self.report(call, RELATIVE_MESSAGE, fix=[self.replace(call, new_call)], fix_message=f"Add `device={device}`", unsafe=_draws(call))
 
     def _device_source(self, met: ast.expr | None, func: cst.FunctionDef) -> str | None:
         """The tensor whose ``.device`` to use: the one met, when it is sure to
@@ -629,6 +686,60 @@ def _read_where_made(flow: "FileFlow", sink, origin: ast.AST) -> bool:
     start, end = flow.span(sink.node)
     origin_start, origin_end = flow.span(origin)
     return start <= origin_start and origin_end <= end
+
+
+def _made_after_last_binding(flow: "FileFlow", sink, origin: ast.AST) -> bool:
+    """The device the fix names is ``x.device`` of a name the function binds
+    for the last time at the top of its body (``evidence.rebound_tensors``), and
+    the factory is made after that statement: ``x`` is bound there, to the
+    value it meets."""
+    name = sink.device[: -len(".device")] if sink.device and sink.device.endswith(".device") else None
+    scope = flow.index.scope_at((origin.lineno, origin.col_offset))
+    if name is None or scope is None or scope.kind != "function":
+        return False
+    where = rebound_tensors(flow, scope).get(name)
+    return where is not None and (origin.lineno, origin.col_offset) > where[1]
+
+
+def _factory_in_an_arm(screening, flow: "FileFlow") -> bool:
+    """``visit_IfExp``'s screen: a torch factory without ``device=`` is an
+    arm of a conditional expression whose other arm is a tensor
+    (``_arm_partner``), in a file that meets devices; the text first."""
+    if " else " not in screening.text or not flow.meets_devices():
+        return False
+    torch_names = analysis.torch_imported_names(screening)
+    parents = analysis.ast_parents(flow)
+    for call in analysis.calls_named(screening, *SHORT_NAMES):
+        if not any(k.arg == "device" for k in call.keywords) and rooted_in(call.func, torch_names) and _arm_partner(flow, parents, call) is not None:
+            return True
+    return False
+
+
+def _arm_partner(flow: "FileFlow", parents: dict, call: ast.Call) -> str | None:
+    """For a torch factory that is an arm of a conditional expression (after
+    tensor methods: ``torch.tensor([0.0]).repeat(n)``): the name the other
+    arm is read from (``x`` of ``x``, ``x.mean()``, ``x[0]``) when the
+    function's code shows it holds a tensor there: a parameter never bound
+    again and shown one by its uses, a local bound once and so shown or
+    bound to a torch operation's result, or a name last bound at the top of
+    the body and shown one after (``rebound_tensors``). Else None."""
+    arm, parent = call, parents.get(call)
+    while type(parent) is ast.Attribute and parent.attr in TENSOR_METHODS and type(parents.get(parent)) is ast.Call and parents[parent].func is parent:
+        arm = parents[parent]
+        parent = parents.get(arm)
+    if type(parent) is not ast.IfExp or arm is parent.test:
+        return None
+    root = tensor_root(parent.orelse if arm is parent.body else parent.body)
+    scope = flow.index.scope_at((call.lineno, call.col_offset))
+    if root is None or scope is None or scope.kind != "function":
+        return None
+    name = root.id
+    if name in flow.evidenced_tensors(scope, reads=False) and scope.counts.get(name) == 1:
+        return name
+    if name in flow.evidenced_locals(scope) or name in flow.torch_results(scope):
+        return name
+    where = rebound_tensors(flow, scope).get(name)
+    return name if where is not None and where[2] and (call.lineno, call.col_offset) > where[1] else None
 
 
 def _draws(call: cst.Call) -> bool:

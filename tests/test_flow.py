@@ -954,8 +954,17 @@ SINKS += [
     ("def f(x):\n    return x.view(-1) * torch.ones(3)\n", []),
     # two tensors of unknown places: which device to take is not clear
     ("def f(x, y):\n    return x.dim() * y.dim() * (x * y + torch.ones(3))\n", []),
-    # the name met no longer holds the tensor that was met
-    ("def f(x):\n    y = x.unsqueeze(0)\n    x = None\n    return y * torch.ones(3)\n", []),
+    # the parameter no longer holds the tensor that was met, but `y`, bound once before the factory, does
+    ("def f(x):\n    y = x.unsqueeze(0)\n    x = None\n    return y * torch.ones(3)\n", ["relative torch.ones(3) from torch.ones(3) -> y.device"]),
+    # bound for the last time at the top of the body, shown a tensor after: its one value is met
+    ("def f(x):\n    x = g(x)\n    return x.unsqueeze(0) - torch.ones(3)\n", ["relative torch.ones(3) from torch.ones(3) -> x.device"]),
+    # ... but not where the last binding is in a branch, or the factory made before it
+    ("def f(x, c):\n    if c:\n        x = g(x)\n    return x.unsqueeze(0) - torch.ones(3)\n", []),
+    ("def f(x):\n    o = torch.ones(3)\n    x = g(x)\n    return x.unsqueeze(0) - o\n", []),
+    # made inside the torch.cat that reads `t`, a tensor from a parameter mixed with a number
+    ("def f(h, s):\n    t = torch.cumsum(h, 0) // s\n    t = torch.cat([torch.zeros(1), t[:-1]])\n", ["relative torch.zeros(1) from torch.zeros(1) -> t.device"]),
+    # ... which stays silent where the tensor comes from the host and a number
+    ("def f(s):\n    t = torch.cumsum(torch.ones(2), 0) // s\n    t = torch.cat([torch.zeros(1), t[:-1]])\n", []),
     # a 0-dim host tensor combines with any tensor
     ("def f(x):\n    return x.unsqueeze(0) * torch.tensor(2.0)\n", []),
     # a plain class given its tensors: a method shows self.A is one

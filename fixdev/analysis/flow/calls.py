@@ -9,7 +9,7 @@ from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, FOLLOWS_MODULE, HO
 from fixdev.analysis.flow.syntax import chain_of, is_constant_number, root_of
 from fixdev.analysis.flow.lattice import position_of
 from fixdev.analysis.flow.vocabulary import TENSOR_ONLY_METHODS, COMBINING_METHODS, DATA_LOADERS, DEVICE_OBJECT, DTYPES, ENCODING, TOKENIZER_TENSOR_METHODS, FIRST_ARGUMENT_ONLY, LEGACY_HOST_TYPES, LIKE_FACTORIES, MODULE_CONTAINERS, MODULE_EVIDENCE, MODULE_SELF_METHODS, MODULE_WRAPPERS, MOVES, NN_PARAMETERS, NON_TENSOR_RESULTS, NOT_OPERATIONS, NUMPY_ARRAY_READERS, NUMPY_NOT_READING, NOT_OPERATION_PREFIXES, OPTIMIZER, PARAM_FREE_LAYERS, PASS_THROUGH_CALLS, REDUCTIONS, TENSOR_DATASETS, TENSOR_FACTORIES, TENSOR_METHODS, WEIGHTED_LOSSES, DEVICE_NAME_PATTERN, SCALAR_BUILTINS, is_model_builder, is_optimizer_class, is_torch_module_class
-from fixdev.analysis.flow import expressions, sinks
+from fixdev.analysis.flow import evidence, expressions, sinks
 
 
 def e_call(run, node: ast.Call, state: dict) -> Value:
@@ -284,6 +284,10 @@ def factory(run, name: str, node: ast.Call, first: Value | None, keywords: dict)
     if run._default_device or run.index.default_device_set:
         return Value(What.TENSOR, UNKNOWN_PLACES)
     zero_dim = ZERO_DIM if name == "torch.scalar_tensor" or (name in ("torch.tensor", "torch.as_tensor") and node.args and maybe_number(node.args[0], first)) else 0
+    if name in ("torch.tensor", "torch.as_tensor", "torch.asarray") and first is not None and first.what is What.UNKNOWN and type(node.args[0]) is ast.Name:
+        if evidence.in_tensor_arm(run.flow, node, node.args[0].id, run.scope.node, SEQUENCES):
+            # `elif isinstance(target, list): torch.tensor(target)`: a list's numbers, copied to the host
+            return Value(What.TENSOR, frozenset({(HOST, node)}))
     if name in ("torch.tensor", "torch.as_tensor", "torch.asarray") and first is not None and not zero_dim:
         if first.what is What.TENSOR or (first.what is What.BATCH and name != "torch.tensor"):
             return Value(What.TENSOR, first.places)
@@ -294,6 +298,9 @@ def factory(run, name: str, node: ast.Call, first: Value | None, keywords: dict)
             if not literal and not listed:
                 return Value(What.TENSOR, UNKNOWN_PLACES)
     return Value(What.TENSOR, frozenset({(HOST, node)}), flags=zero_dim)
+
+
+SEQUENCES = frozenset({"list", "tuple"})  # what `isinstance(x, list)` says `x` holds: not a tensor, not a number
 
 
 def maybe_number(arg: ast.AST, value: Value | None) -> bool:

@@ -31,6 +31,8 @@ from fixdev.analysis.flow.vocabulary import (
 # Methods that read a tensor as something else, which show it is one only
 # where the read itself is not the question (FDV108 asks about `.numpy()`).
 ARRAY_READS = frozenset({"numpy"})
+# Attributes of a tensor that are a view of it, where it lives.
+SAME_PLACE_VIEWS = frozenset({"T", "mT", "H", "mH", "data"})
 # torch.* that take a sequence of tensors first (`torch.cat(xs)`).
 SEQUENCE_FIRST = frozenset("cat concat concatenate stack hstack vstack dstack column_stack row_stack meshgrid broadcast_tensors block_diag cartesian_prod".split())
 # torch.* whose first argument need not be a tensor: they make one from data
@@ -96,6 +98,59 @@ def tensor_parameters(flow, scope) -> tuple[frozenset, frozenset, frozenset, fro
     params = frozenset(name for name, at in first_use.items() if at < first_store.get(name, never) and name not in tested)
     strict = frozenset(name for name, at in first_strict.items() if at < first_store.get(name, never) and name not in tested)
     return params, strict, frozenset(used_locals - tested), frozenset(tested)
+
+
+def rebound_tensors(flow, scope) -> dict:
+    """Names a function binds for the last time by an assignment at the top
+    level of its body (``x = as_batch(x)``, ``x, n = batch``: a parameter or a local, bound
+    before perhaps, never after, in no branch or loop): name -> (the
+    target's position, the statement's end, whether its uses after that
+    statement show a tensor as ``tensor_parameters`` reads them:
+    ``x.size(1)``, ``F.conv2d(x, k)``). Anywhere after that statement the
+    name holds that one value, wherever the helper put it. A name whose kind
+    the function tests, or that it declares global or nonlocal, is left out.
+    Read once per function, kept with the file's flow."""
+    key = ("rebound tensors", scope.node)
+    found = flow.cache.get(key)
+    if found is None:
+        found = flow.cache[key] = _rebound(flow, scope) if scope.kind == "function" else {}
+    return found
+
+
+def _rebound(flow, scope) -> dict:
+    last: dict[str, tuple] = {}
+    for statement in scope.node.body:
+        kind = type(statement)
+        target = statement.targets[0] if kind is ast.Assign and len(statement.targets) == 1 else statement.target if kind is ast.AnnAssign and statement.value is not None else None
+        # `x = f(x)`, or names unpacked there (`feats, lengths = batch`)
+        for name in (target,) if type(target) is ast.Name else target.elts if type(target) in (ast.Tuple, ast.List) else ():
+            if type(name) is ast.Name:
+                last[name.id] = ((name.lineno, name.col_offset), (statement.end_lineno, statement.end_col_offset))
+    if not last:
+        return {}
+    latest: dict[str, tuple] = {}
+    tested: set[str] = set()
+    shown: set[str] = set()
+    for event in _events_of(flow, scope):
+        tag = event[0]
+        if tag is _STORE:
+            name = event[1]
+            if name in last and event[2] > latest.get(name, (0, 0)):
+                latest[name] = event[2]
+            continue
+        if tag is _TESTED:
+            tested.add(event[1])
+            continue
+        if tag is _TAKES:
+            if not _takes_tensors(flow, event[1], scope):
+                continue
+            uses = event[2]
+        else:
+            uses = event[1]
+        for used, read, at in uses:
+            if at is not None and not read and used.id in last and at > last[used.id][1] and flow.index.scope_at(at) is scope:
+                shown.add(used.id)
+    return {name: (*where, name in shown) for name, where in last.items() if name not in tested and name not in scope.declared and latest.get(name) == where[1]}
 
 
 # What ``_events_of`` records of a function's code, in the order ``ast_walk`` meets it:
@@ -172,12 +227,13 @@ def _tests_kind(func: ast.AST) -> bool:
     return name in ("isinstance", "type", "hasattr", "is_tensor")
 
 
-def in_tensor_arm(flow, node: ast.AST, name: str, function: ast.AST) -> bool:
+def in_tensor_arm(flow, node: ast.AST, name: str, function: ast.AST, kinds: frozenset = frozenset({"Tensor"})) -> bool:
     """``node`` runs, inside ``function``, only where a test of ``name``'s kind
     says it is a tensor: the body of ``if isinstance(name, torch.Tensor):``
     (also ``torch.is_tensor(name)``, a tuple of types naming ``Tensor``, one
     side of an ``and``, the conditional expression's arm), or the ``else`` of
-    such a test negated."""
+    such a test negated. ``kinds``: the type names that count (``list`` and
+    ``tuple``: the arm where ``name`` holds a sequence)."""
     parents = flow.ast_parents()
     child, block = node, parents.get(node)
     while block is not None and block is not function:
@@ -185,32 +241,32 @@ def in_tensor_arm(flow, node: ast.AST, name: str, function: ast.AST) -> bool:
         if kind is ast.If or kind is ast.IfExp:
             inside = child in block.body if kind is ast.If else child is block.body
             other = child in block.orelse if kind is ast.If else child is block.orelse
-            if (inside or other) and _says_tensor(block.test, name, inside):
+            if (inside or other) and _says_tensor(block.test, name, inside, kinds):
                 return True
         child, block = block, parents.get(block)
     return False
 
 
-def _says_tensor(test: ast.expr, name: str, truth: bool) -> bool:
+def _says_tensor(test: ast.expr, name: str, truth: bool, kinds: frozenset = frozenset({"Tensor"})) -> bool:
     """``test`` evaluating to ``truth`` shows ``name`` holds a tensor."""
     while type(test) is ast.UnaryOp and type(test.op) is ast.Not:
         test, truth = test.operand, not truth
     if type(test) is ast.BoolOp:
         # every side of a true `and` holds; a false `or` makes every side false
         if (type(test.op) is ast.And) is truth:
-            return any(_says_tensor(value, name, truth) for value in test.values)
+            return any(_says_tensor(value, name, truth, kinds) for value in test.values)
         return False
     if not truth or type(test) is not ast.Call or not test.args or type(test.args[0]) is not ast.Name or test.args[0].id != name:
         return False
     func = test.func
     called = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else None
     if called == "is_tensor":
-        return True
+        return "Tensor" in kinds
     if called != "isinstance" or len(test.args) != 2:
         return False
-    kinds = test.args[1].elts if type(test.args[1]) is ast.Tuple else [test.args[1]]
-    # `isinstance(x, (torch.Tensor, np.ndarray))` says nothing: every kind must be a tensor's
-    return all((k.id if type(k) is ast.Name else k.attr if type(k) is ast.Attribute else None) == "Tensor" for k in kinds)
+    tested = test.args[1].elts if type(test.args[1]) is ast.Tuple else [test.args[1]]
+    # `isinstance(x, (torch.Tensor, np.ndarray))` says nothing: every kind must be one of `kinds`
+    return all((k.id if type(k) is ast.Name else k.attr if type(k) is ast.Attribute else None) in kinds for k in tested)
 
 
 def tensor_attributes(flow, cls: ast.ClassDef) -> tuple[frozenset, frozenset]:
@@ -505,29 +561,79 @@ def torch_results(flow, scope) -> frozenset:
 def relative_device(run, host: Value, other: Value, state: dict, other_node: ast.AST | None = None, node: ast.AST | None = None) -> str | None:
     """For a host tensor (a factory's, say) meeting ``other``, a tensor whose
     place the code does not show: the text of ``other``'s device, valid where
+    ``other`` is met (``_placed_relative``); else, whatever ``other``'s places,
+    the device of the name it is read from (``_read_relative``). Else None."""
+    found = _placed_relative(run, host, other, state, other_node, node)
+    if found is None and host.what is What.TENSOR and not host.flags & ZERO_DIM and other.what is What.TENSOR:
+        found = _read_relative(run, host, other, other_node, node)
+    return found
+
+
+def _read_relative(run, host: Value, other: Value, other_node: ast.AST | None, node: ast.AST | None) -> str | None:
+    """A host tensor meets ``other``, a tensor on some path not on the host,
+    read from a name that holds one value there: the host tensor is made
+    inside the expression that reads the name (``torch.cat([torch.zeros(1),
+    lut[:-1]])``), or after the name's last binding, at the top of the body,
+    whose value the code after it shows is a tensor (``x = as_batch(x)``,
+    then ``x.size(1)``; ``rebound_tensors``). The name's ``.device``, in a
+    file that meets devices."""
+    placements = {p for p, _ in other.places}
+    if not any(p is HOST for p, _ in host.places) or any(p is UNKNOWN or type(p) is Device for p, _ in host.places):
+        return None
+    if not placements or all(p is HOST for p in placements) or other_node is None:
+        return None
+    # `x[torch.isin(x[:, -1], torch.tensor(ids))]`, `torch.cat([torch.zeros(1), lut[:-1]])`:
+    # the host tensor is made inside the expression that meets `x`, so `x`
+    # still holds that tensor there, wherever it lives
+    name = _indexed_name(other_node)
+    if name is not None and any(_shown_placed(run, p) for p in placements) and _made_within(host, node) and not _assigned_within(name, node) and run.flow.meets_devices():
+        return f"{name}.device"
+    # `x = as_batch(x)` at the top of the body, `x.size(1)` after it: a host
+    # tensor made after that statement meets the one value `x` holds there
+    while type(other_node) is ast.Attribute and other_node.attr in SAME_PLACE_VIEWS:
+        other_node = other_node.value  # `x.mT` lives where `x` does
+    root = tensor_root(other_node)
+    where = rebound_tensors(run.flow, run.scope).get(root.id) if root is not None else None
+    if where is not None and _made_after(host, where[1]) and run.flow.meets_devices():
+        return f"{root.id}.device"
+    return None
+
+
+def _shown_placed(run, placement) -> bool:
+    """``placement`` may be a device's that the code shows a tensor has: not
+    known (a tensor from a call not seen into), a device's, or wherever a
+    parameter or ``self`` attribute the code shows is a tensor lives (not a
+    number's the caller passes, ``(total + step) // step``)."""
+    if placement is UNKNOWN or type(placement) is Device:
+        return True
+    if type(placement) is not SameAs:
+        return False
+    scope = run.scope
+    if placement.home is scope.node:
+        return placement.text in run.flow.evidenced_tensors(scope)
+    if placement.home is not None and placement.home is scope.cls and scope.self_name == "self" and placement.text.startswith("self."):
+        return placement.text[5:] in run.flow.evidenced_attributes(scope.cls)
+    return False
+
+
+def _placed_relative(run, host: Value, other: Value, state: dict, other_node: ast.AST | None = None, node: ast.AST | None = None) -> str | None:
+    """For a host tensor (a factory's, say) meeting ``other``, a tensor whose
+    place the code does not show: the text of ``other``'s device, valid where
     ``other`` is met (``x.device``), when ``other`` is wherever one
     parameter or ``self`` attribute is and that name still holds it here, or
-    is a local name bound once to a torch operation's result, or is a local
-    name (or an index of one) holding a tensor where ``host`` is made inside
-    the expression ``node`` that meets it; and the file meets devices. Else
-    None."""
+    is a local name bound once to a torch operation's result; and the file
+    meets devices. Else None."""
     if host.what is not What.TENSOR or host.flags & ZERO_DIM or other.what is not What.TENSOR:
         return None
     placements = {p for p, _ in other.places}
+    host_only = any(p is HOST for p, _ in host.places) and not any(p is UNKNOWN or type(p) is Device for p, _ in host.places)
     if len(placements) != 1:
         return None
     placement = placements.pop()
-    if placement is UNKNOWN and not any(p is UNKNOWN or type(p) is Device for p, _ in host.places):
-        if not any(p is HOST for p, _ in host.places):
-            return None
+    if placement is UNKNOWN and host_only:
         # `cov = torch.einsum(...)`, then `cov + torch.eye(n)`: right after cov is made (FDV102 checks)
         if type(other_node) is ast.Name and other_node.id in run.flow.torch_results(run.scope) and run.flow.meets_devices():
             return f"{other_node.id}.device"
-        # `x[torch.isin(x[:, -1], torch.tensor(ids))]`: the host tensor is made
-        # inside the expression that meets `x`, so `x` still holds that tensor there
-        name = _indexed_name(other_node)
-        if name is not None and _made_within(host, node) and not _assigned_within(name, node) and run.flow.meets_devices():
-            return f"{name}.device"
         return None
     if type(placement) is not SameAs:
         return None
@@ -613,6 +719,12 @@ def _made_within(host: Value, node: ast.AST | None) -> bool:
     return bool(origins) and all(
         hasattr(o, "end_lineno") and start <= (o.lineno, o.col_offset) and (o.end_lineno, o.end_col_offset) <= end for o in origins
     )
+
+
+def _made_after(host: Value, position: tuple) -> bool:
+    """Every place ``host`` is made lies after ``position``."""
+    origins = [o for p, o in host.places if p is HOST]
+    return bool(origins) and all(hasattr(o, "lineno") and (o.lineno, o.col_offset) > position for o in origins)
 
 
 def _assigned_within(name: str, node: ast.AST) -> bool:

@@ -7,7 +7,7 @@ import bisect
 import re
 from fixdev.engine.source import line_ends
 from fixdev.analysis.flow.syntax import chain_of, imported_name, ast_statements, ast_walk
-from fixdev.analysis.flow.vocabulary import DEVICE_PROPERTY_BASES, NN_PARAMETERS, PARAM_FREE_LAYERS, BUILTIN_NAMES, is_model_builder, is_torch_module_class
+from fixdev.analysis.flow.vocabulary import DEVICE_PROPERTY_BASES, MODULE_ONLY_SELF_CALLS, NN_PARAMETERS, PARAM_FREE_LAYERS, BUILTIN_NAMES, is_model_builder, is_torch_module_class
 
 
 # ---------------------------------------------------------------------------
@@ -64,6 +64,10 @@ class Scope:
         return self.start <= position < self.end
 
 
+# The text of a call `_acts_as_module` takes for evidence: `.register_buffer(`, `.parameters(`, `nn.Parameter(`.
+_MODULE_BODY = re.compile(r"\.(?:register_\w+|add_module|parameters|named_\w+|modules|buffers|children)\s*\(|Parameter\s*\(")
+
+
 class ClassInfo:
     __slots__ = ("node", "scope", "methods", "stores", "is_module", "bases", "local_bases", "owns", "own_text", "param_free", "device_property", "kept_parameters")
 
@@ -103,6 +107,8 @@ class FileIndex:
             self._walrus(source)
         for scope in self.scopes.values():
             scope.locals = frozenset(scope.counts) - scope.declared
+        # what `_acts_as_module` looks for, by the text: most files have none of it
+        self._module_hint = source is None or _MODULE_BODY.search(source) is not None
         self._resolve_classes()
         if source is None:
             self.default_device_set = self._sets_default_device()
@@ -338,14 +344,45 @@ class FileIndex:
                 if not info.is_module and any(self.module_base(b) for b in info.bases):
                     info.is_module = True
                     changed = True
-            while changed:
-                changed = False
-                for info in self.classes.values():
-                    if not info.is_module and any(self.classes[b].is_module for b in info.local_bases if b in self.classes):
-                        info.is_module = changed = True
+        if self._module_hint:
+            for info in self.classes.values():
+                # a base imported from a file not in the run, or computed: the class's own body may show it
+                if not info.is_module and info.node.bases and not info.local_bases and self._acts_as_module(info):
+                    info.is_module = changed = True
+        while changed:
+            changed = False
+            for info in self.classes.values():
+                if not info.is_module and any(self.classes[b].is_module for b in info.local_bases if b in self.classes):
+                    info.is_module = changed = True
         for info in self.classes.values():
             if info.is_module:
                 self._ownership(info)
+
+    def _acts_as_module(self, info: ClassInfo) -> bool:
+        """Whether a class's own methods show it is an ``nn.Module`` whatever
+        its (imported) base: they call a method only modules have on
+        ``self`` that the class does not define (``self.register_buffer``,
+        ``self.register_parameter``, ``self.add_module``, ``self.parameters()``,
+        ``self.named_parameters()``, ``self.modules()``, …), or store an
+        ``nn.Parameter`` on ``self``. Defining ``forward`` and calling
+        ``super().__init__()`` is no evidence: plain classes of other
+        frameworks (pipelines, autograd functions, layers of their own) do both."""
+        for method in info.methods.values():
+            args = getattr(method, "args", None)
+            if args is None or not args.args:
+                continue
+            me = args.args[0].arg
+            for node in ast.walk(method):
+                kind = type(node)
+                if kind is ast.Call:
+                    func = node.func
+                    if type(func) is ast.Attribute and func.attr in MODULE_ONLY_SELF_CALLS and type(func.value) is ast.Name and func.value.id == me and func.attr not in info.methods:
+                        return True
+                elif kind is ast.Assign and type(node.value) is ast.Call:
+                    if any(type(t) is ast.Attribute and type(t.value) is ast.Name and t.value.id == me for t in node.targets):
+                        if self.static_name(node.value.func, self.scopes.get(method, info.scope)) in NN_PARAMETERS:
+                            return True
+        return False
 
     def _ownership(self, info: ClassInfo) -> None:
         """Whether a module class evidently owns parameters or buffers, and the

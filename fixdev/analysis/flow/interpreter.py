@@ -8,7 +8,7 @@ from fixdev.analysis.flow.lattice import DTYPE, Device, FOLLOWS_MODULE, HOST, In
 from fixdev.analysis.flow.sinks import Sink
 from fixdev.analysis.flow.syntax import chain_of, root_of
 from fixdev.analysis.flow.vocabulary import DTYPES, ENCODING, FLAG_NAMES
-from fixdev.analysis.flow import calls, expressions, statements
+from fixdev.analysis.flow import calls, evidence, expressions, statements
 
 
 # ---------------------------------------------------------------------------
@@ -128,6 +128,11 @@ class Run:
             if value.what is What.UNKNOWN and value.ref is None and value.parts is None and self.scope.kind == "function" and target.id in self.flow.evidenced_locals(self.scope):
                 # bound once, and used as only a tensor is (`t.size(0)`, `torch.max(t, 1)`)
                 value = value.but(what=What.TENSOR, places=value.places or UNKNOWN_PLACES)
+            elif value.what is What.UNKNOWN and value.ref is None and value.parts is None and self.scope.kind == "function":
+                where = evidence.rebound_tensors(self.flow, self.scope).get(target.id)
+                if where is not None and where[2] and where[0] == (target.lineno, target.col_offset):
+                    # bound for the last time at the top of the body, used as only a tensor is after
+                    value = value.but(what=What.TENSOR, places=value.places or UNKNOWN_PLACES)
             if value.flags & MAYBE_UNBOUND:
                 value = value.but(flags=value.flags & ~MAYBE_UNBOUND)
             state[target.id] = value

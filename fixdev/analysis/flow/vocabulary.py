@@ -115,6 +115,12 @@ MODULE_EVIDENCE = frozenset(
     "parameters named_parameters buffers named_buffers modules named_modules children named_children eval forward "
     "register_buffer register_parameter add_module register_forward_hook".split()
 )
+# Methods only nn.Module objects have, called on `self`: a class calling one
+# it does not define is a module whatever its (imported) base.
+MODULE_ONLY_SELF_CALLS = frozenset(
+    "register_buffer register_parameter register_module add_module parameters named_parameters buffers named_buffers "
+    "modules named_modules children named_children".split()
+)
 NN_PARAMETERS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"})
 NOT_MODULES = NN_PARAMETERS | frozenset({"torch.nn.UninitializedParameter", "torch.nn.UninitializedBuffer"})
 # torch.nn layers without parameters or buffers: their output is where their input is.
