@@ -58,7 +58,24 @@ def test_awkward_tree(tmp_path, fixdev):
     assert "venv_file" not in result.stdout.decode("utf-8", "replace") + err  # the patch holds latin1.py in latin-1
     second = fixdev("--apply", "--unsafe-fixes", ".", cwd=tmp_path)
     assert {name: (tmp_path / name).read_bytes() for name in files} == now, "a second run changes nothing"
-    assert [line for line in second.stdout.decode("utf-8", "replace").splitlines() if line.startswith("--- a/")] == ["--- a/readonly.py"]
+    assert [line for line in second.stdout.decode("utf-8", "replace").splitlines() if line.startswith("--- a/")] == [], "no patch for a file not written"
+
+
+def test_a_file_apply_cannot_write_is_reported_as_it_stands(tmp_path, fixdev):
+    (tmp_path / "readonly.py").write_text(BUGGY)
+    os.chmod(tmp_path / "readonly.py", 0o444)
+    (tmp_path / "fine.py").write_text(BUGGY)
+    result = fixdev("--apply", "--unsafe-fixes", ".", cwd=tmp_path)
+    err = result.stderr.decode()
+    assert result.returncode == 2
+    assert (tmp_path / "readonly.py").read_text() == BUGGY and (tmp_path / "fine.py").read_text() == FIXED
+    assert "readonly.py: error: file is read-only; not written" in err
+    assert [line for line in result.stdout.decode().splitlines() if line.startswith("--- a/")] == ["--- a/fine.py"]
+    # its finding is still there, at its place in the file on disk, and the
+    # summary counts only what was written
+    line = next(i for i, text in enumerate(BUGGY.splitlines(), 1) if "torch.ones(" in text)
+    assert f"readonly.py:{line}:" in err and "FDV101" in err
+    assert "Fixed 1 finding in 1 file; 1 remaining." in err
 
 
 def test_diff_never_writes_and_exit_codes(tmp_path, fixdev):
@@ -121,7 +138,7 @@ def test_configuration_and_per_file_ignores(tmp_path, fixdev):
     (tmp_path / "tests" / "t.py").write_text(BUGGY)
     (tmp_path / "m.py").write_text(BUGGY)
     result = fixdev("--output-format", "concise", "--unsafe-fixes", ".", cwd=tmp_path)  # [*]: FDV101's fix is unsafe
-    assert result.stdout.decode().splitlines() == ["m.py:5:16: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"]
+    assert result.stdout.decode().splitlines() == ["m.py:5:16: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU, not on that tensor's device"]
 
 
 def test_bad_configuration_is_one_line_and_exit_2(tmp_path, fixdev):

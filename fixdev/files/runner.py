@@ -281,5 +281,8 @@ def process_file(
         try:
             write_atomic(path, source.encode(result.fixed), expected=data)
         except (WriteError, SourceError) as exc:
-            result.error = str(exc)
+            # Not written: the file is reported as it stands on disk, every
+            # finding still in it, none counted as fixed and no diff shown.
+            result = process_text(path, source, Mode.CHECK, overrides, None, False, False, project) or result
+            result.fixed, result.applied, result.error = None, [], str(exc)
     return result
