@@ -124,7 +124,7 @@ class LikeFactory(Rule):
     code = "FDV101"
     name = "like-factory"
     group = "mismatch"
-    message = "Factory sized by another tensor's shape allocates on the CPU; use the `_like` form"
+    message = "Factory sized by another tensor's shape allocates on the CPU, not on that tensor's device"
     # The first, a part of the second, is searched fast: the second only runs
     # on files it matches. No `\b` before the names: it would make the search
     # try every position (2.5 times slower); the screen reads the real names.

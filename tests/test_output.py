@@ -113,7 +113,7 @@ def test_full_format_shows_the_source_line_with_a_caret(tmp_path, fixdev):
     lines = fixdev("m.py", cwd=tmp_path).stdout.decode("utf-8").splitlines()
     # FDV101's fix is unsafe: no [*] (--apply leaves it), and the help line says so.
     assert lines[:6] == [
-        "m.py:3:6: FDV101 [like-factory] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form",
+        "m.py:3:6: FDV101 [like-factory] Factory sized by another tensor's shape allocates on the CPU, not on that tensor's device",
         "  |",
         "3 |     y = torch.ones(x.shape)  # ünïcode",  # a tab shown as four spaces
         "  |         ^^^^^^^^^^^^^^^^^^^ FDV101",

@@ -138,8 +138,8 @@ def test_the_cli_reports_positions_from_statements(tmp_path, fixdev):
     done = fixdev("--check", "--unsafe-fixes", "--output-format", "concise", "m.py", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert done.stdout.decode().splitlines() == [
-        "m.py:8:16: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form",
-        "m.py:8:38: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU; use the `_like` form",
+        "m.py:8:16: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU, not on that tensor's device",
+        "m.py:8:38: FDV101 [*] Factory sized by another tensor's shape allocates on the CPU, not on that tensor's device",
     ]
     fixdev("--apply", "--unsafe-fixes", "m.py", cwd=tmp_path)
     assert (tmp_path / "m.py").read_text(encoding="utf-8") == source.replace("torch.ones(x.shape)", "torch.ones_like(x)").replace("torch.zeros(x.size())", "torch.zeros_like(x)")
