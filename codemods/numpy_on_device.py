@@ -143,6 +143,8 @@ class NumpyOnDevice(Rule):
         # shown a tensor by nothing but the read, or by methods NumPy arrays share
         "import numpy as np, torch\ndef f(x):\n    return np.histogram(x.reshape(-1))\n",
         "import numpy as np, torch\ndef f(x):\n    if isinstance(x, torch.Tensor):\n        x.unsqueeze(0)\n    return np.asarray(x)\n",
+        # annotated a tensor of another library: the file's imports say which `Tensor`
+        "import tensorflow as tf, torch\nfrom torch.nn.utils.rnn import pack_padded_sequence\ndef pack(x, lengths: tf.Tensor):\n    return pack_padded_sequence(x.to('cuda'), lengths)\n",
         # the array arm of a kind test, though the one caller here passes a tensor
         "import numpy as np, torch\ndef f(b):\n    return b.clone() if isinstance(b, torch.Tensor) else np.copy(b)\ndef g(v):\n    return f(torch.tensor(v).view(1, 4))\n",
         (
@@ -261,9 +263,8 @@ def _shown_tensor_parameter(flow, node: ast.AST, places: list) -> bool:
         return False
     args = scope.node.args
     arg = next((a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if a.arg == node.id), None)
-    annotation = arg.annotation if arg is not None else None
-    if isinstance(annotation, ast.Attribute) and annotation.attr == "Tensor" or isinstance(annotation, ast.Name) and annotation.id == "Tensor":
-        return True  # `lengths: torch.Tensor`
+    if arg is not None and flow.annotation_what(arg.annotation, scope) is What.TENSOR:
+        return True  # `lengths: torch.Tensor` (read through the file's imports: not `tf.Tensor`)
     return node.id in flow.evidenced_tensors(scope, reads=False)
 
 
