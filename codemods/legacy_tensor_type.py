@@ -4,6 +4,7 @@ factories with ``dtype=`` and ``device=``."""
 from __future__ import annotations
 
 import ast
+import re
 
 import libcst as cst
 
@@ -14,6 +15,10 @@ from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.flow import HOST, Device, What
 from fixdev.analysis.cuda_only import decorated_cuda_only
 from .hard_coded_cuda import cuda_device, distributed, guarded, torch_at, torch_prefix
+
+# The trigger's forms but a typed CPU constructor given a name, which the
+# screen asks the flow about (and `import torch.cuda as tc`: `tc.FloatTensor(n)`).
+_OTHER_FORMS = re.compile(r"torch\.cuda\s+as\b|cuda\s*\.\s*\w*Tensor\b|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)|=\s*\w+\.type\(\s*\)|set_default_tensor_type")
 
 # legacy type → the dtype it makes
 DTYPES = {
@@ -168,10 +173,33 @@ class LegacyTensorType(Rule):
     message = "Legacy `torch.cuda.*Tensor` type: CUDA-only; use a factory with `dtype=` and `device=`"
     trigger = r"cuda\s*\.\s*\w*Tensor\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\s*\(\s*[A-Za-z_]|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)|=\s*\w+\.type\(\s*\)"
 
+    @classmethod
+    def screen(cls, screening) -> bool:
+        """Any form but one the text shows (a CUDA type, a CPU type given
+        ``device=``, a cast to a type name); the one, a typed CPU constructor
+        given a name (``torch.LongTensor(idx)``, two files in three the
+        trigger matches), only where the flow says the argument is a tensor
+        that may be off the host, as ``_cpu_type_of_a_tensor`` asks: most of
+        those files never reach libcst then."""
+        if _OTHER_FORMS.search(screening.text):
+            return True
+        flow = analysis.flow_for(screening)
+        for call in analysis.calls_named(screening, *DTYPES):
+            if len(call.args) != 1 or call.keywords or type(call.args[0]) is ast.Starred:
+                continue
+            argument = call.args[0]
+            places = flow.where(argument) if flow.what(argument) is What.TENSOR else ()
+            if places and not all(p is HOST for p, _ in places) and (any(isinstance(p, Device) for p, _ in places) or flow.meets_devices()):
+                return True
+        return False
+
     VALID = [
         # under a test of another tensor's placement: the code handles it
         "import torch\ndef f(r, d):\n    if r.is_cuda:\n        return d.lt(0).type(torch.cuda.FloatTensor)\n    return d.lt(0).type(torch.FloatTensor)\n",
         "import torch\nx = torch.FloatTensor(3, 4)\n",
+        # a typed CPU constructor given a list, or a name nothing shows is a tensor
+        "import torch\nrows = [0, 2]\nidx = torch.LongTensor(rows)\n",
+        "import torch\ndef targets(labels):\n    return torch.LongTensor(labels)\n",
         # the CUDA binding runs only under a CUDA check, the CPU one otherwise (issue 25)
         (
             "import torch\ndef summary(model, size, device='cuda'):\n"

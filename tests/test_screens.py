@@ -118,6 +118,12 @@ TIGHTER = [
     # FDV105: a load of the file the code has just written (``_reads_what_it_wrote``)
     ("FDV105", _HEAD + "torch.save(torch.zeros(3), 'w.pt')\nw = torch.load('w.pt')\n", False),
     ("FDV105", _HEAD + "w = torch.load('w.pt')\n", True),
+    # FDV110: a typed CPU constructor given a name passes only where the flow
+    # says that name is a tensor that may be off the host
+    ("FDV110", _HEAD + "labels = [0, 1]\nidx = torch.LongTensor(labels)\n", False),
+    ("FDV110", _HEAD + "def targets(labels):\n    return torch.LongTensor(labels)\n", False),
+    ("FDV110", _HEAD + "x = torch.randn(3).cuda()\nidx = torch.LongTensor(x.argmax(0, keepdim=True))\n", True),
+    ("FDV110", _HEAD + "def f(x):\n    return torch.LongTensor(torch.cat([x.unsqueeze(0), x.unsqueeze(0)]))\nf(torch.ones(2).cuda())\n", True),
     # FDV103: a plain class without its own `to` (its callers place its tensors)
     ("FDV103", _HEAD + "class Store:\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n    def total(self):\n        return self.r.sum()\n", False),
     ("FDV103", _HEAD + "class Store(object):\n    def __init__(self, n):\n        self.r = torch.zeros(n)\n    def total(self):\n        return self.r.sum()\n", False),

@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class, explicit), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = '0aa81054a0a6dc957845'
+FINGERPRINT = '355db5c1c41adc42704b'
 RULES = (
     ('FDV100', 'unused-noqa', 'noqa', ('(?i)#\\s*noqa\\s*:',), 'unused_noqa', 'UnusedNoqa', True),
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory', False),
