@@ -171,7 +171,9 @@ class LegacyTensorType(Rule):
     name = "legacy-tensor-type"
     group = "cuda-only"
     message = "Legacy `torch.cuda.*Tensor` type: CUDA-only; use a factory with `dtype=` and `device=`"
-    trigger = r"cuda\s*\.\s*\w*Tensor\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\s*\(\s*[A-Za-z_]|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)|=\s*\w+\.type\(\s*\)"
+    # Every form names a `...Tensor` type or calls `.type(`: that cheap search
+    # first (the alternation after it, alone, takes twice as long).
+    trigger = r"Tensor|\.type\(", r"cuda\s*\.\s*\w*Tensor\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\s*\(\s*[A-Za-z_]|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)|=\s*\w+\.type\(\s*\)"
 
     @classmethod
     def screen(cls, screening) -> bool:
