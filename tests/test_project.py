@@ -519,3 +519,23 @@ def test_workers_asking_one_file_for_different_names_keep_each_others_answers(tm
     assert first.binding("ones", {})[1] is not None and second.binding("zeros", {})[1] is not None
     warm = _Summary(path, use_cache=True)
     assert set(warm.answers) == {"ones", "zeros"}, "the warm run finds both answers in the cache"
+
+
+def test_the_flows_a_process_keeps_are_the_last_asked(tmp_path):
+    """A file many others import (a package's shared layers) keeps its parsed
+    flow while others come and go: the least recently asked are let go."""
+    from fixdev.analysis.project import _Summary
+
+    paths = []
+    for i in range(_Summary.KEEP_FLOWS + 4):
+        path = tmp_path / f"m{i}.py"
+        path.write_text(f"import torch\n\n\ndef make{i}(n):\n    return torch.zeros(n)\n")
+        paths.append(str(path))
+    summaries = {path: _Summary(path, use_cache=False) for path in paths}
+    shared = summaries[paths[0]]
+    for i, path in enumerate(paths[1:], 1):
+        shared.binding(f"name{i}", summaries)  # asked again and again, between the others
+        summaries[path].binding(f"make{i}", summaries)
+    held = [path for path, summary in summaries.items() if summary.flow]
+    assert paths[0] in held
+    assert len(held) <= _Summary.KEEP_FLOWS

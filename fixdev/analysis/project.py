@@ -294,10 +294,12 @@ class _Summary:
     file's bytes when there is one; else its flow is made and asked."""
 
     KEEP_FLOWS = 8  # parsed files kept at once per process: memory stays small on big trees
+    _clock = 0  # counts the questions asked of any file's flow: ``used`` is when this one's was last
 
     def __init__(self, path: str, use_cache: bool) -> None:
         self.path = path
         self.flow = None
+        self.used = 0
         self.entry: str | None = None
         self.answers: dict[str, tuple] = {}
         try:
@@ -346,6 +348,8 @@ class _Summary:
         return ("fact", fact)
 
     def _flow(self, others: dict):
+        _Summary._clock += 1
+        self.used = _Summary._clock
         if self.flow is None:
             self.flow = False
             text = ""
@@ -366,7 +370,9 @@ class _Summary:
                     flow = None
                 if flow is not None and flow.parsed:
                     self.flow = flow
-            holding = [summary for summary in others.values() if summary.flow and summary is not self]
+            # the least recently asked go: a file many others import
+            # (a models package's shared layers) stays, not made again and again
+            holding = sorted((summary for summary in others.values() if summary.flow and summary is not self), key=lambda summary: summary.used)
             for summary in holding[: max(0, len(holding) - self.KEEP_FLOWS + 1)]:
                 summary.flow = None  # made again if asked again
         return self.flow or None
