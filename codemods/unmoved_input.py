@@ -53,7 +53,11 @@ class UnmovedInput(Rule):
       state.to(device)`);
     - an item of the file's own dataset read by hand (`x, y = ds[i]`, `sample
       = ds[0]`), where `__getitem__` makes CPU tensors (`torch.from_numpy`),
-      moved as a loader's batch is;
+      moved as a loader's batch is; so is what a generator function of the
+      file yields (`for x, y in pairs(inputs, labels, 4):` of `yield
+      inputs[s:e], labels[s:e]`), part by part, where the arguments the loop
+      passes make it a CPU tensor on every path (not where the generator
+      moves it, or slices a caller's data);
     - what meets a caller's model that the code moves and calls: `model =
       model.to(device)` or `net.to(device)` of a parameter, then `model(x)`,
       or `self.model = model.to(device)` in a plain class (`x.to(self.device)`

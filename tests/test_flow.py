@@ -221,6 +221,12 @@ WHERE = [
     ("def move(t, device):\n    return t.to(device)\nx = move(torch.zeros(3), 'cuda')\n#^ x", 'unknown Device("cuda")'),
     ("def ident(t):\n    return t * 2\nx = ident(torch.zeros(3).cuda())\n#^ x", "tensor Device(None)"),
     ("def gen():\n    yield torch.zeros(3)\nx = gen()\n#^ x", "unknown Unknown"),
+    # iterated over, a generator of this file gives what it yields, where it lives on every path
+    ("def gen():\n    yield torch.zeros(3)\nfor t in gen():\n    y = t\n#^ t", "tensor Host"),
+    ("def gen(a, b):\n    yield a, b\nfor t, u in gen(torch.zeros(3), 1):\n    y = t\n#^ t", "tensor Host"),
+    ("def gen(a, b):\n    yield a, b\nfor t, u in gen(torch.zeros(3), 1):\n    y = u\n#^ u", "unknown Unknown"),
+    ("def gen(d):\n    yield torch.zeros(3).to(d)\nfor t in gen('cuda'):\n    y = t\n#^ t", "unknown Unknown"),
+    ("def gen(a):\n    yield a\ndef f(x):\n    for t in gen(x):\n        y = t\n#^ t", "unknown Unknown"),
     ("def f(n):\n    if n == 0:\n        return torch.zeros(3)\n    return f(n - 1)\nx = f(3)\n#^ x", "unknown Host|Unknown"),
     # facts flow into functions the file calls
     ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())", "tensor Device(t.device)"),

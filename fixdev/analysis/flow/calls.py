@@ -401,6 +401,16 @@ def dataset_item(run, cls: ast.ClassDef) -> Value | None:
     return host_item(item)
 
 
+def generated(elements: Value) -> Value:
+    """A call of a generator function of this file (``for x, y in
+    batches(data):``), given ``elements``, what its ``yield``s give there:
+    an iterable whose elements are the parts of those that live on the host
+    on every path, as a dataset's items (``host_item``: bound by the loop,
+    which is where a move goes); the rest not known. A generator that moves
+    what it yields gives nothing to move."""
+    return Value(What.UNKNOWN, UNKNOWN_PLACES, Parts(host_item(elements)))
+
+
 def host_item(item: Value, depth: int = 0) -> Value:
     """What a dataset item holds that is on the host on every path (a
     tensor ``torch.from_numpy`` made), tuple and dict parts one by one; the

@@ -288,10 +288,10 @@ def e_lambda(run, node: ast.Lambda, state: dict) -> Value:
 
 
 def e_await(run, node: ast.AST, state: dict) -> Value:
-    if getattr(node, "value", None) is not None:
-        run.ev(node.value, state)
+    value = run.ev(node.value, state) if getattr(node, "value", None) is not None else SCALAR_VALUE
     if type(node) is not ast.Await:
         run.generator = True
+        run.yields = join(run.yields, value if type(node) is ast.Yield else run.element(value))
     return UNKNOWN_VALUE
 
 

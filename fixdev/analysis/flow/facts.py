@@ -11,8 +11,7 @@ from fixdev.engine.source import CPythonPositions
 from fixdev.analysis.flow import arms, calls, carry
 from fixdev.analysis.flow.index import Scope, FUNCTION_DEFS, FileIndex
 from fixdev.analysis.flow.interpreter import Run
-from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH
-from fixdev.analysis.flow.lattice import ARRAY_VALUE, Device, HOST, Instance, MAYBE_UNBOUND, NOTHING, NO_PLACES, PENDING, Parts, SCALAR_VALUE, SameAs, UNKNOWN, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, apart, capped, parts_depth, host_loader, kinds_of, position_of, settled_origins, join
+from fixdev.analysis.flow.lattice import MAX_PARTS_DEPTH, ARRAY_VALUE, Device, HOST, Instance, MAYBE_UNBOUND, NOTHING, NO_PLACES, PENDING, Parts, SCALAR_VALUE, SameAs, UNKNOWN, UNKNOWN_PLACES, UNKNOWN_VALUE, Value, What, apart, capped, parts_depth, host_loader, kinds_of, position_of, settled_origins, join
 from fixdev.analysis.flow.mentions import Mentions, header_expressions, is_parenthesized
 from fixdev.analysis.flow.reach import Reach
 from fixdev.analysis.flow.sinks import Sink
@@ -724,9 +723,11 @@ class FileFlow:
         if mentions is not None and function in mentions.cyclic and mentions.cyclic.get(run.scope.node) is mentions.cyclic[function]:
             return UNKNOWN_VALUE  # recursion: the summary would depend on itself
         summary = self.symbolic(scope)
-        if summary is None or summary.generator:
+        if summary is None or summary.generator and summary.yields is None:
             return UNKNOWN_VALUE
         mapping = self.bind_call(scope, call, (positional, keywords), receiver is not None)
+        if summary.generator:  # what iterating it gives: its elements, as the caller's arguments make them
+            return calls.generated(self._substitute(summary.yields, scope, mapping, receiver, run.scope))
         # a module argument the function moves in place (`model.to(device)`) comes back moved
         exits = summary.exits or {}
         for name, before in summary.params.items():

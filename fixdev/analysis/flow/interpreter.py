@@ -44,6 +44,7 @@ class Run:
         self.returns: Value | None = None
         self.exits: dict | None = None  # the state where the body ends or returns
         self.generator = False
+        self.yields: Value | None = None  # what its `yield`s give, joined (a generator's elements)
         self.flag_tests: list[ast.AST] = []
         self.calls: dict[ast.Call, tuple] = {}
         # uses of the file's own functions and classes by name: node -> def; calls -> (function, implicit self)
