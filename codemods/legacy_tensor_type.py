@@ -16,9 +16,12 @@ from fixdev.analysis.flow import HOST, Device, What
 from fixdev.analysis.cuda_only import decorated_cuda_only
 from .hard_coded_cuda import cuda_device, distributed, guarded, torch_at, torch_prefix
 
-# The trigger's forms but a typed CPU constructor given a name, which the
-# screen asks the flow about (and `import torch.cuda as tc`: `tc.FloatTensor(n)`).
-_OTHER_FORMS = re.compile(r"torch\.cuda\s+as\b|cuda\s*\.\s*\w*Tensor\b|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)|=\s*\w+\.type\(\s*\)|set_default_tensor_type")
+# The forms the trigger looks for: a typed CPU constructor given a name, which
+# the screen asks the flow about, and the others, which the text shows.
+_CPU_TYPE_GIVEN_A_NAME = r"(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\s*\(\s*[A-Za-z_]"
+_TEXTUAL_FORMS = r"cuda\s*\.\s*\w*Tensor\b|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)|=\s*\w+\.type\(\s*\)"
+# What the screen passes on the text alone (and `import torch.cuda as tc`: `tc.FloatTensor(n)`).
+_OTHER_FORMS = re.compile(r"torch\.cuda\s+as\b|" + _TEXTUAL_FORMS + r"|set_default_tensor_type")
 
 # legacy type → the dtype it makes
 DTYPES = {
@@ -173,7 +176,7 @@ class LegacyTensorType(Rule):
     message = "Legacy `torch.cuda.*Tensor` type: CUDA-only; use a factory with `dtype=` and `device=`"
     # Every form names a `...Tensor` type or calls `.type(`: that cheap search
     # first (the alternation after it, alone, takes twice as long).
-    trigger = r"Tensor|\.type\(", r"cuda\s*\.\s*\w*Tensor\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\s*\(\s*[A-Za-z_]|Tensor\s*\((?:[^()]|\([^()]*\))*\bdevice\s*=|from\s+torch\.cuda\s+import|\.type\(\s*[\w.\[\]]+\.type\(\s*\)\s*\)|=\s*\w+\.type\(\s*\)"
+    trigger = r"Tensor|\.type\(", _CPU_TYPE_GIVEN_A_NAME + "|" + _TEXTUAL_FORMS
 
     @classmethod
     def screen(cls, screening) -> bool:
@@ -189,9 +192,7 @@ class LegacyTensorType(Rule):
         for call in analysis.calls_named(screening, *DTYPES):
             if len(call.args) != 1 or call.keywords or type(call.args[0]) is ast.Starred:
                 continue
-            argument = call.args[0]
-            places = flow.where(argument) if flow.what(argument) is What.TENSOR else ()
-            if places and not all(p is HOST for p, _ in places) and (any(isinstance(p, Device) for p, _ in places) or flow.meets_devices()):
+            if _a_tensor_maybe_off_the_host(flow, call.args[0]):
                 return True
         return False
 
@@ -443,12 +444,7 @@ class LegacyTensorType(Rule):
             return
         flow = analysis.flow_of(self)
         node = flow.node_at(*self.span(call.args[0].value))
-        if node is None or flow.what(node) is not What.TENSOR:
-            return
-        places = flow.where(node)
-        if not places or all(p is HOST for p, _ in places):
-            return
-        if not any(isinstance(p, Device) for p, _ in places) and not flow.meets_devices():
+        if node is None or not _a_tensor_maybe_off_the_host(flow, node):
             return
         argument = self.code_of(call.args[0].value)
         method = {"float32": "float", "float64": "double", "float16": "half", "int64": "long", "int32": "int", "bool": "bool"}.get(DTYPES[name])
@@ -896,6 +892,18 @@ class _Alias:
                 break
         return Edit(line_begin, end + newline, "")
 
+
+
+def _a_tensor_maybe_off_the_host(flow, node: ast.AST) -> bool:
+    """The flow says ``node`` is a tensor that may live off the host: on a
+    device on some path, or, in a file that meets devices, not shown on the
+    host on every path (``_cpu_type_of_a_tensor`` and the screen ask it)."""
+    if flow.what(node) is not What.TENSOR:
+        return False
+    places = flow.where(node)
+    if not places or all(p is HOST for p, _ in places):
+        return False
+    return any(isinstance(p, Device) for p, _ in places) or flow.meets_devices()
 
 
 def _condition_devices(rule: LegacyTensorType) -> dict[tuple, tuple[str, "_Alias", str]]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import os
 import re
 from pathlib import Path
@@ -287,6 +288,10 @@ class Project:
         return fact
 
 
+# Counts the questions asked of any file's flow: a summary's ``used`` is when its was last.
+_ASKED = itertools.count(1)
+
+
 class _Summary:
     """What one file says about its module-level names, name by name:
     ``("fact", fact)`` for a function, ``("via", qualified name)`` for a name
@@ -294,7 +299,6 @@ class _Summary:
     file's bytes when there is one; else its flow is made and asked."""
 
     KEEP_FLOWS = 8  # parsed files kept at once per process: memory stays small on big trees
-    _clock = 0  # counts the questions asked of any file's flow: ``used`` is when this one's was last
 
     def __init__(self, path: str, use_cache: bool) -> None:
         self.path = path
@@ -348,8 +352,7 @@ class _Summary:
         return ("fact", fact)
 
     def _flow(self, others: dict):
-        _Summary._clock += 1
-        self.used = _Summary._clock
+        self.used = next(_ASKED)
         if self.flow is None:
             self.flow = False
             text = ""

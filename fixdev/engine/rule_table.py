@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class, explicit), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = '9e9a6ce2a7d55151bf76'
+FINGERPRINT = 'b9a2bd0a35b215caae41'
 RULES = (
     ('FDV100', 'unused-noqa', 'noqa', ('(?i)#\\s*noqa\\s*:',), 'unused_noqa', 'UnusedNoqa', True),
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory', False),
@@ -14,7 +14,7 @@ RULES = (
     ('FDV107', 'unmoved-input', 'mismatch', ('\\.(?:to|cuda)\\s*\\(|self\\.\\w*dev',), 'unmoved_input', 'UnmovedInput', False),
     ('FDV108', 'numpy-on-device', 'mismatch', ('numpy|pack_padded_sequence', '\\.(?:to|cuda)\\b|device|\\bdef\\b|\\bclass\\b', '\\.numpy\\s*\\(|\\b(?:np|numpy)\\.\\w+\\s*\\(|\\b(?:array|asarray|asanyarray|copy)\\s*\\(|pack_padded_sequence\\s*\\('), 'numpy_on_device', 'NumpyOnDevice', False),
     ('FDV109', 'hard-coded-cuda', 'cuda-only', ('cuda|pin_memory', '["\']cuda|\\.pin_memory\\(\\s*\\)|\\b(?:synchronize|set_device|reset_peak_memory_stats|reset_max_memory_allocated|ipc_collect|cuda\\s*\\.\\s*init|set_per_process_memory_fraction|current_device|get_device_name|get_device_properties|get_device_capability|mem_get_info)\\s*\\('), 'hard_coded_cuda', 'HardCodedCuda', False),
-    ('FDV110', 'legacy-tensor-type', 'cuda-only', ('Tensor|\\.type\\(', 'cuda\\s*\\.\\s*\\w*Tensor\\b|(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\\s*\\(\\s*[A-Za-z_]|Tensor\\s*\\((?:[^()]|\\([^()]*\\))*\\bdevice\\s*=|from\\s+torch\\.cuda\\s+import|\\.type\\(\\s*[\\w.\\[\\]]+\\.type\\(\\s*\\)\\s*\\)|=\\s*\\w+\\.type\\(\\s*\\)'), 'legacy_tensor_type', 'LegacyTensorType', False),
+    ('FDV110', 'legacy-tensor-type', 'cuda-only', ('Tensor|\\.type\\(', '(?:Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor\\s*\\(\\s*[A-Za-z_]|cuda\\s*\\.\\s*\\w*Tensor\\b|Tensor\\s*\\((?:[^()]|\\([^()]*\\))*\\bdevice\\s*=|from\\s+torch\\.cuda\\s+import|\\.type\\(\\s*[\\w.\\[\\]]+\\.type\\(\\s*\\)\\s*\\)|=\\s*\\w+\\.type\\(\\s*\\)'), 'legacy_tensor_type', 'LegacyTensorType', False),
     ('FDV111', 'cross-device-index', 'mismatch', ('\\]', '\\.(?:to|cuda)\\s*\\(|device|\\bdef\\b|\\bclass\\b'), 'cross_device_index', 'CrossDeviceIndex', False),
     ('FDV112', 'optimizer-before-move', 'state', ('\\.(?:to|cuda)\\s*\\(', 'optim'), 'optimizer_before_move', 'OptimizerBeforeMove', False),
     ('FDV113', 'unregistered-submodule', 'state', ('Module|\\.(?:to|cuda)\\s*\\(',), 'unregistered_submodule', 'UnregisteredSubmodule', False),

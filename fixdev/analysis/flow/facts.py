@@ -723,7 +723,7 @@ class FileFlow:
         if mentions is not None and function in mentions.cyclic and mentions.cyclic.get(run.scope.node) is mentions.cyclic[function]:
             return UNKNOWN_VALUE  # recursion: the summary would depend on itself
         summary = self.symbolic(scope)
-        if summary is None or summary.generator and summary.yields is None:
+        if summary is None:
             return UNKNOWN_VALUE
         mapping = self.bind_call(scope, call, (positional, keywords), receiver is not None)
         if summary.generator:  # what iterating it gives: its elements, as the caller's arguments make them

@@ -65,7 +65,7 @@ class Scope:
 
 
 # The text of a call `_acts_as_module` takes for evidence: `.register_buffer(`, `.parameters(`, `nn.Parameter(`.
-_MODULE_BODY = re.compile(r"\.(?:register_\w+|add_module|parameters|named_\w+|modules|buffers|children)\s*\(|Parameter\s*\(")
+_MODULE_BODY = re.compile(r"\.(?:%s)\s*\(|Parameter\s*\(" % "|".join(sorted(MODULE_ONLY_SELF_CALLS)))
 
 
 class ClassInfo:
