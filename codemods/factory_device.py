@@ -32,7 +32,7 @@ RANDOM_FACTORIES = frozenset({"rand", "randn", "randint", "randperm"})
 SINK_KINDS = ("module-input", "operand", "relative")
 RELATIVE_MESSAGE = "Tensor made on the CPU meets a tensor that may live on a device; pass `device=` from that tensor"
 # What code that may meet a device holds (a class: perhaps a module's methods).
-DEVICE_CODE = re.compile(r"\bclass\b|\.(?:to|cuda)\s*\(|device")
+DEVICE_CODE = re.compile(r"device|\bclass\b|\.(?:to|cuda)\s*\(")
 MAX_HOPS = 4  # local variables followed from a factory to where it is used
 # Methods that take a tensor from any device: buffer.copy_(cpu_tensor) is legal.
 CROSS_DEVICE_METHODS = frozenset({"copy_"})
@@ -159,9 +159,10 @@ class FactoryDevice(Rule):
     name = "factory-device"
     group = "mismatch"
     message = "Tensor made on the CPU meets a tensor on the model's device; pass `device=`"
-    # the fast one first; `def`: a function's tensor parameter met by a factory (a "relative" sink)
+    # the fast one first; `def`: a function's tensor parameter met by a factory (a "relative" sink);
+    # its branches are searched one by one, the likeliest first
     fixes_where_made = True
-    trigger = (DEVICE_CODE.pattern + r"|\bdef\b", analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(")
+    trigger = (r"\bdef\b|" + DEVICE_CODE.pattern, analysis.FACTORY_CALL + r"|\bxp\.\w+\s*\(")
 
     @classmethod
     def screen(cls, screening) -> bool:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fixdev.engine.source import LineIndex, Source, SourceError, parseable_text, split_lines
+from fixdev.engine.source import LineIndex, Source, SourceError, matches_any, parseable_text, split_lines, trigger_branches
 
 
 @pytest.mark.parametrize(
@@ -104,3 +104,26 @@ def test_line_ends_kept_for_a_text_are_a_new_list_each_time():
     for other in ("x\n" * n for n in range(8)):  # more texts than are kept
         assert line_ends(other) == [2 * (k + 1) for k in range(other.count("\n"))]
     assert line_ends(text) == [2, 4]
+
+
+@pytest.mark.parametrize(
+    "pattern, branches",
+    [
+        (r"abc", [r"abc"]),
+        (r"a|b(?:c|d)|e", [r"a", r"b(?:c|d)", r"e"]),
+        (r"x\|y|z", [r"x\|y", r"z"]),  # an escaped bar is a character
+        (r"[|]a|[^]|]b|[]x]c", [r"[|]a", r"[^]|]b", r"[]x]c"]),  # bars and brackets inside classes
+        (r"(?m)^a|^b", [r"(?m)^a", r"(?m)^b"]),  # global flags go to every branch
+    ],
+)
+def test_a_trigger_is_split_at_its_top_level_bars_only(pattern, branches):
+    assert [branch.pattern for branch in trigger_branches(pattern)] == branches
+
+
+_TRIGGER_TEXTS = st.text(alphabet="ab|()[]^x\n ", max_size=12)
+
+
+@given(_TRIGGER_TEXTS)
+def test_searching_the_branches_finds_what_the_whole_pattern_finds(text):
+    for pattern in (r"a|b(?:a|x)|\(", r"[|]a|[^]|]b|x\|", r"(?m)^a|b$", r"\bab\b|x+a|\[\]"):
+        assert matches_any(trigger_branches(pattern), text) == (re.search(pattern, text) is not None)

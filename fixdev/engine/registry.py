@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple, Union
 
-from fixdev.engine.source import matches
+from fixdev.engine.source import matches_any, trigger_branches
 
 if TYPE_CHECKING:
     from fixdev.engine.rule import Rule
@@ -72,7 +72,7 @@ class RuleInfo(NamedTuple):
 
     def might_match(self, text: str) -> bool:
         """``Rule.might_match``, read from the table."""
-        return all(matches(pattern, text) for pattern in _compiled(self.trigger))
+        return all(matches_any(branches, text) for branches in _compiled(self.trigger))
 
     def load(self) -> type[Rule]:
         from fixdev import codemods
@@ -90,8 +90,8 @@ def _base_might_match() -> object:
 
 
 @lru_cache(maxsize=None)
-def _compiled(trigger: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(source) for source in trigger)
+def _compiled(trigger: tuple[str, ...]) -> tuple[tuple[re.Pattern[str], ...], ...]:
+    return tuple(trigger_branches(source) for source in trigger)
 
 
 def rules_fingerprint() -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
-import re
 import textwrap
 from functools import lru_cache
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from libcst.metadata import ByteSpanPositionProvider
 
 from fixdev.engine import reparse, stop
 from fixdev.engine.findings import SAFE, UNSAFE, Edit, Finding, Fix  # noqa: F401 - rules build these
-from fixdev.engine.source import line_start, matches
+from fixdev.engine.source import line_start, matches_any, trigger_branches
 from fixdev.engine.spans import StatementSpans, char_spans, inside_block
 
 
@@ -620,9 +619,9 @@ class Rule(BatchableCSTVisitor):
         patterns = cls.__dict__.get("_trigger_patterns")
         if patterns is None:
             sources = (cls.trigger,) if isinstance(cls.trigger, str) else cls.trigger
-            patterns = tuple(re.compile(source) for source in sources)
+            patterns = tuple(trigger_branches(source) for source in sources)
             cls._trigger_patterns = patterns
-        return all(matches(pattern, text) for pattern in patterns)
+        return all(matches_any(branches, text) for branches in patterns)
 
     @classmethod
     def screen(cls, screening: Screening) -> bool:

@@ -2,12 +2,12 @@
 Each rule's (code, name, group, trigger, module, class, explicit), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = 'b9a2bd0a35b215caae41'
+FINGERPRINT = 'da8b7c672ca388847f04'
 RULES = (
     ('FDV100', 'unused-noqa', 'noqa', ('(?i)#\\s*noqa\\s*:',), 'unused_noqa', 'UnusedNoqa', True),
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory', False),
-    ('FDV102', 'factory-device', 'mismatch', ('\\bclass\\b|\\.(?:to|cuda)\\s*\\(|device|\\bdef\\b', '\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice', False),
-    ('FDV103', 'constant-buffer', 'mismatch', ('__init__', 'self\\.\\w+\\s*=\\s*(?:None\\b|[\\w.]*(?:\\b(?:arange|as_tensor|bartlett_window|blackman_window|empty|empty_strided|eye|from_numpy|full|hamming_window|hann_window|kaiser_window|linspace|logspace|ones|rand|randint|randn|randperm|range|scalar_tensor|tensor|tril_indices|triu_indices|zeros)\\s*\\(|\\b(?:BFloat16Tensor|BoolTensor|ByteTensor|CharTensor|DoubleTensor|FloatTensor|HalfTensor|IntTensor|LongTensor|ShortTensor|Tensor)\\s*\\())'), 'constant_buffer', 'ConstantBuffer', False),
+    ('FDV102', 'factory-device', 'mismatch', ('\\bdef\\b|device|\\bclass\\b|\\.(?:to|cuda)\\s*\\(', '(?=[abefhklorstz])\\b(?:a(?:s_tensor|range)|b(?:artlett_window|lackman_window)|e(?:mpty_strided|mpty|ye)|f(?:rom_numpy|ull)|h(?:amming_window|ann_window)|k(?:aiser_window)|l(?:inspace|ogspace)|o(?:nes)|r(?:andperm|andint|andn|ange|and)|s(?:calar_tensor)|t(?:ril_indices|riu_indices|ensor)|z(?:eros))\\s*\\(|\\bxp\\.\\w+\\s*\\('), 'factory_device', 'FactoryDevice', False),
+    ('FDV103', 'constant-buffer', 'mismatch', ('__init__', 'self\\.\\w+\\s*=\\s*(?:None\\b|[\\w.]*(?:(?=[abefhklorstz])\\b(?:a(?:s_tensor|range)|b(?:artlett_window|lackman_window)|e(?:mpty_strided|mpty|ye)|f(?:rom_numpy|ull)|h(?:amming_window|ann_window)|k(?:aiser_window)|l(?:inspace|ogspace)|o(?:nes)|r(?:andperm|andint|andn|ange|and)|s(?:calar_tensor)|t(?:ril_indices|riu_indices|ensor)|z(?:eros))\\s*\\(|\\b(?:BFloat16Tensor|BoolTensor|ByteTensor|CharTensor|DoubleTensor|FloatTensor|HalfTensor|IntTensor|LongTensor|ShortTensor|Tensor)\\s*\\())'), 'constant_buffer', 'ConstantBuffer', False),
     ('FDV104', 'cuda-call', 'cuda-only', ('\\.cuda\\s*\\(',), 'cuda_call', 'CudaCall', False),
     ('FDV105', 'load-map-location', 'cuda-only', ('load(?<=\\bload)(?:_state_dict_from_url|_url)?\\s*\\(',), 'load_map_location', 'LoadMapLocation', False),
     ('FDV106', 'discarded-to', 'mismatch', ('\\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\\s*\\(', '(?m)^[ \\t]*[\\w.]+(?:\\[[^\\]\\n]*\\])?\\.(?:to|cpu|half|float|double|bfloat16|long|int|bool)\\s*\\('), 'discarded_to', 'DiscardedTo', False),

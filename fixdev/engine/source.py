@@ -220,3 +220,61 @@ def matches(pattern: re.Pattern[str], text: str) -> bool:
         _FOUND_AT.clear()
     _FOUND_AT[pattern] = (found.start(), len(text))
     return True
+
+
+# A leading group of global flags (``(?m)``, ``(?i)``): it applies to every branch.
+_GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
+
+
+def trigger_branches(source: str) -> tuple[re.Pattern[str], ...]:
+    """``source`` (one element of a rule's trigger) compiled branch by branch,
+    where it is an alternation at its top level (``a|b|c``): the text
+    matches it where any branch is found. ``re`` tries every branch at every
+    position, and branches that begin with different words leave it no
+    literal to scan for, while each branch alone has one: on real code
+    FDV110's second element took four times as long whole as split. A
+    pattern with no top-level ``|`` is one branch."""
+    flags = _GLOBAL_FLAGS.match(source)
+    prefix = flags.group() if flags else ""
+    body = source[len(prefix) :]
+    return tuple(re.compile(prefix + branch) for branch in _top_level_branches(body))
+
+
+def _top_level_branches(pattern: str) -> list[str]:
+    """``pattern`` split at each ``|`` outside groups, character classes and escapes."""
+    branches: list[str] = []
+    depth = 0
+    start = 0
+    i = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":  # a class: `]` right after `[` or `[^` is a member, not its end
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            branches.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    branches.append(pattern[start:])
+    return branches
+
+
+def matches_any(branches: tuple[re.Pattern[str], ...], text: str) -> bool:
+    """Whether one of ``branches`` (``trigger_branches``) is found in ``text``."""
+    for branch in branches:
+        if matches(branch, text):
+            return True
+    return False
