@@ -16,6 +16,7 @@ from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.file_analysis import MOVES, TENSOR_METHODS
 from fixdev.analysis.flow import HOST, ZERO_DIM, Device, SameAs, What
 from fixdev.analysis.flow.evidence import rebound_tensors, tensor_root
+from fixdev.analysis.flow.syntax import chain_of
 
 if TYPE_CHECKING:
     from fixdev.analysis.flow import FileFlow
@@ -182,8 +183,6 @@ class FactoryDevice(Rule):
             if not flow.meets_devices() or not any(flow.evidenced_tensors(scope) or flow.evidenced_locals(scope) or any(shown for *_, shown in rebound_tensors(flow, scope).values()) or _meets_inside(scope.node) for scope in scopes):
                 return False
             return analysis.has_sink(screening, "relative")
-        if analysis.has_sink(screening, *SINK_KINDS):
-            return True
         flow = analysis.flow_for(screening)
         factories = analysis.calls_named(screening, *SHORT_NAMES, *ARRAY_API_FACTORIES)
         bare = [call for call in factories if not any(k.arg == "device" for k in call.keywords)]
@@ -196,6 +195,15 @@ class FactoryDevice(Rule):
                 outer = parents.get(outer) if type(outer) in (ast.keyword, ast.Starred) else outer
                 if type(outer) is ast.Call and any(type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in analysis.call_arguments(outer)):
                     return True
+        # Beside such siblings, both visits report only a factory without
+        # `device=` outside a module's `__init__` (visit_Module leaves module
+        # methods to visit_Call, which leaves `__init__` to constant-buffer):
+        # where there is none, the file's runs are not needed (half the files
+        # a trigger passes: their factories make parameters and buffers)
+        if not any(ast_last_name(call.func) in SHORT_NAMES and not _in_a_module_init(screening, flow, call) for call in bare):
+            return False
+        if analysis.has_sink(screening, *SINK_KINDS):
+            return True
         torch_names = analysis.torch_imported_names(screening)
         if _factory_in_an_arm(screening, flow):
             return True
@@ -611,6 +619,20 @@ def _scaled(parent: cst.CSTNode | None, child: cst.CSTNode) -> bool:
         return False
     other = parent.right if parent.left is child else parent.left
     return _numberish(other)
+
+
+def _in_a_module_init(screening, flow: "FileFlow", call: ast.Call) -> bool:
+    """``call`` is in the ``__init__`` of a class the flow's index takes for an
+    ``nn.Module`` (then libcst's facts do too: ``FileAnalysis._flow_module``),
+    and that ``__init__`` binds ``self`` (``enclosing_method``'s test)."""
+    method = analysis.method_holding(screening, call)
+    if method is None or method.name != "__init__" or not (method.args.posonlyargs or method.args.args):
+        return False
+    if any(chain_of(d) in ("classmethod", "staticmethod") for d in method.decorator_list):
+        return False
+    owner = analysis.ast_parents(flow).get(method)
+    info = flow.index.classes.get(owner) if type(owner) is ast.ClassDef else None
+    return info is not None and info.is_module and bool(owner.bases)
 
 
 def _ast_scaled(parent: ast.AST | None, child: ast.AST) -> bool:

@@ -115,6 +115,14 @@ TIGHTER = [
      "    def forward(self, x):\n        return self.fc(x) + np.zeros(3)\n", False),
     ("FDV102", _HEAD + "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(3, 3)\n"
      "    def forward(self, x):\n        bias = torch.zeros(x.size(0), 3)\n        return self.fc(x) + bias\n", True),
+    # FDV102: factories only in a module's `__init__` (parameters, buffers: constant-buffer's), or given `device=`
+    ("FDV102", _MODULE + "        self.w = nn.Parameter(torch.zeros(d))\n        self.register_buffer('b', torch.ones(d))\n"
+     "    def forward(self, x):\n        return x * self.w + self.b + torch.ones(d, device=x.device)\n", False),
+    # FDV102: ... but one in a plain class's `__init__` is visit_Module's, and passes (there it meets a device)
+    ("FDV102", _HEAD + "device = torch.device('cuda')\nclass Meter:\n    def __init__(self, n):\n        self.total = torch.zeros(n)\n"
+     "    def add(self, x):\n        self.total = self.total + x\nm = Meter(3)\nm.add(torch.ones(3, device=device))\n", True),
+    # FDV102: ... and so does one in a static `__init__` helper of a module, where no `self` is bound
+    ("FDV102", _HEAD + "device = torch.device('cuda')\nclass M(nn.Module):\n    @staticmethod\n    def __init__(n):\n        return torch.zeros(n) + torch.ones(n, device=device)\n", True),
     # FDV105: a load of the file the code has just written (``_reads_what_it_wrote``)
     ("FDV105", _HEAD + "torch.save(torch.zeros(3), 'w.pt')\nw = torch.load('w.pt')\n", False),
     ("FDV105", _HEAD + "w = torch.load('w.pt')\n", True),
