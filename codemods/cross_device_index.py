@@ -102,8 +102,10 @@ class CrossDeviceIndex(Rule):
             # only a relative sink is this rule's here (visit_Module): a file that meets devices, holding a factory
             if not re.search(analysis.FACTORY_CALL, screening.text) or not analysis.flow_for(screening).meets_devices():
                 return False
-            return analysis.has_sink(screening, "index-relative")
-        return analysis.has_sink(screening, *SINK_KINDS)
+            return analysis.has_sink(screening, "index-relative", at=analysis.index_reads(screening))
+        # such sinks form only where an index may be a tensor: the runs of the
+        # scopes holding one (a fifth of a file's scopes, on real code)
+        return analysis.has_sink(screening, *SINK_KINDS, at=analysis.index_reads(screening))
 
     VALID = [
         "import torch\nx = torch.randn(5, device='cuda')\nidx = torch.arange(2)\ny = x[idx]\n",

@@ -195,21 +195,23 @@ class FactoryDevice(Rule):
                 outer = parents.get(outer) if type(outer) in (ast.keyword, ast.Starred) else outer
                 if type(outer) is ast.Call and any(type(other) is ast.Call and any(k.arg == "device" for k in other.keywords) for other in analysis.call_arguments(outer)):
                     return True
-        # Beside such siblings, both visits report only a factory without
-        # `device=` outside a module's `__init__` (visit_Module leaves module
-        # methods to visit_Call, which leaves `__init__` to constant-buffer):
-        # where there is none, the file's runs are not needed (half the files
-        # a trigger passes: their factories make parameters and buffers)
-        if not any(ast_last_name(call.func) in SHORT_NAMES and not _in_a_module_init(screening, flow, call) for call in bare):
-            return False
-        if analysis.has_sink(screening, *SINK_KINDS):
-            return True
-        torch_names = analysis.torch_imported_names(screening)
         if _factory_in_an_arm(screening, flow):
             return True
-        for call in bare:
+        # Else the visits report only a factory without `device=` outside a
+        # module's `__init__` (constant-buffer's): visit_Module one outside
+        # module methods, where the file's runs show it meets a device;
+        # visit_Call one in a module's other methods, by the walk below. The
+        # runs are needed only for the first kind (most files a trigger
+        # passes hold none: their factories make parameters and buffers, or
+        # live in `forward`).
+        methods = [(call, _module_method(screening, flow, call)) for call in bare if ast_last_name(call.func) in SHORT_NAMES]
+        if any(method is None for _, method in methods) and analysis.has_sink(screening, *SINK_KINDS):
+            return True
+        torch_names = analysis.torch_imported_names(screening)
+        for call, _ in methods:
             # visit_Call's: a torch factory (np.zeros, random.randint, a builtin range name none)
-            if ast_last_name(call.func) not in SHORT_NAMES or not rooted_in(call.func, torch_names):
+            # in any method (libcst's facts may take more classes for modules than the flow's index)
+            if not rooted_in(call.func, torch_names):
                 continue
             method = analysis.method_holding(screening, call)
             if method is None or method.name == "__init__" or flow.value(call).flags & ZERO_DIM:
@@ -621,18 +623,18 @@ def _scaled(parent: cst.CSTNode | None, child: cst.CSTNode) -> bool:
     return _numberish(other)
 
 
-def _in_a_module_init(screening, flow: "FileFlow", call: ast.Call) -> bool:
-    """``call`` is in the ``__init__`` of a class the flow's index takes for an
-    ``nn.Module`` (then libcst's facts do too: ``FileAnalysis._flow_module``),
-    and that ``__init__`` binds ``self`` (``enclosing_method``'s test)."""
+def _module_method(screening, flow: "FileFlow", call: ast.Call) -> ast.FunctionDef | None:
+    """The method holding ``call`` where it is one ``enclosing_method`` finds:
+    of a class the flow's index takes for an ``nn.Module`` (libcst's facts
+    do too: ``FileAnalysis._flow_module``), binding ``self``; else None."""
     method = analysis.method_holding(screening, call)
-    if method is None or method.name != "__init__" or not (method.args.posonlyargs or method.args.args):
-        return False
+    if method is None or not (method.args.posonlyargs or method.args.args):
+        return None
     if any(chain_of(d) in ("classmethod", "staticmethod") for d in method.decorator_list):
-        return False
+        return None
     owner = analysis.ast_parents(flow).get(method)
     info = flow.index.classes.get(owner) if type(owner) is ast.ClassDef else None
-    return info is not None and info.is_module and bool(owner.bases)
+    return method if info is not None and info.is_module and owner.bases else None
 
 
 def _ast_scaled(parent: ast.AST | None, child: ast.AST) -> bool:

@@ -1505,3 +1505,14 @@ def test_ast_children_are_the_child_nodes_but_the_load_and_store_markers():
         found = ast_children(node)
         assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected)), type(node).__name__
     assert {ast.Global, ast.Nonlocal, ast.Dict, ast.arguments, ast.MatchClass, ast.MatchMapping} <= seen
+
+
+@pytest.mark.parametrize(
+    "read, may",
+    [("x[0]", False), ("x[:, 1:]", False), ("x[-1, ..., None]", False), ("x[i]", True), ("x[:, idx]", True), ("x[~mask]", True)],
+)
+def test_only_an_index_that_may_be_a_tensor_is_where_index_sinks_form(read, may):
+    from fixdev.analysis.flow.sinks import may_index_by_tensor
+
+    node = ast.parse(read, mode="eval").body
+    assert may_index_by_tensor(node) is may

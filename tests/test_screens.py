@@ -123,6 +123,11 @@ TIGHTER = [
      "    def add(self, x):\n        self.total = self.total + x\nm = Meter(3)\nm.add(torch.ones(3, device=device))\n", True),
     # FDV102: ... and so does one in a static `__init__` helper of a module, where no `self` is bound
     ("FDV102", _HEAD + "device = torch.device('cuda')\nclass M(nn.Module):\n    @staticmethod\n    def __init__(n):\n        return torch.zeros(n) + torch.ones(n, device=device)\n", True),
+    # FDV102: ... and an arm of a conditional expression, even in a module's `__init__` (visit_IfExp's)
+    ("FDV102", _MODULE + "        self.s = x.mean() if x.numel() else torch.tensor(0.0)\n".replace("x", "d"), True),
+    # FDV111: no index that may be a tensor (constants, slices, a negated number): no run is asked for
+    ("FDV111", _HEAD + "x = torch.randn(5, 3)\ni = torch.randn(5, device='cuda').argmax(0)\ny = x[0] + x[:, 1] + x[-1, ..., None]\n", False),
+    ("FDV111", _HEAD + "x = torch.randn(5, 3)\nscores = torch.randn(5, device='cuda')\ny = x[scores > 0, :2]\n", True),
     # FDV105: a load of the file the code has just written (``_reads_what_it_wrote``)
     ("FDV105", _HEAD + "torch.save(torch.zeros(3), 'w.pt')\nw = torch.load('w.pt')\n", False),
     ("FDV105", _HEAD + "w = torch.load('w.pt')\n", True),

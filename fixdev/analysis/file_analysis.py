@@ -20,6 +20,7 @@ from fixdev.engine.rule import Edit, child_nodes, dotted
 
 from fixdev.analysis import placement
 from fixdev.analysis.flow import AST_LEAVES, LIGHTNING_MODULES, NOT_MODULES, ast_children, ast_walk
+from fixdev.analysis.flow.sinks import may_index_by_tensor
 from fixdev.analysis.flow.sources import source_chains
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ class _AstIndex(NamedTuple):
     classes: list[ast.ClassDef]
     imported: set[str]
     torch_imported: set[str]
+    index_reads: list[ast.Subscript]  # subscripts whose index may be a tensor (``sinks.may_index_by_tensor``)
 
 
 def _ast_index(facts: "RuleContext | Screening") -> _AstIndex:
@@ -174,7 +176,7 @@ def set_in_apply(facts: "RuleContext | Screening") -> frozenset:
 
 def _composed_index(tree: ast.Module) -> tuple[_AstIndex, dict]:
     """``_statement_index(tree)``, from each top-level statement's, kept across versions."""
-    index = _AstIndex({}, {}, [], set(), set())
+    index = _AstIndex({}, {}, [], set(), set(), [])
     parents: dict[ast.AST, ast.AST] = {}
     for statement in reversed(tree.body):  # (a stack: the last statement is walked first)
         part, part_parents = remembered("ast index", statement, lambda statement=statement: _statement_index(statement))
@@ -184,6 +186,7 @@ def _composed_index(tree: ast.Module) -> tuple[_AstIndex, dict]:
         index.classes.extend(part.classes)
         index.imported.update(part.imported)
         index.torch_imported.update(part.torch_imported)
+        index.index_reads.extend(part.index_reads)
         parents[statement] = tree
         parents.update(part_parents)
     return index, parents
@@ -191,7 +194,7 @@ def _composed_index(tree: ast.Module) -> tuple[_AstIndex, dict]:
 
 def _statement_index(statement: ast.AST) -> tuple[_AstIndex, dict]:
     """The index and parents of ``statement``'s tree (or the module's)."""
-    index = _AstIndex({}, {}, [], set(), set())
+    index = _AstIndex({}, {}, [], set(), set(), [])
     parents: dict[ast.AST, ast.AST] = {}
     stack: list[tuple[ast.AST, ast.AST | None]] = [(statement, None)]
     while stack:
@@ -206,6 +209,9 @@ def _statement_index(statement: ast.AST) -> tuple[_AstIndex, dict]:
                 index.methods[node] = method
         elif kind is ast.ClassDef:
             index.classes.append(node)
+        elif kind is ast.Subscript:
+            if may_index_by_tensor(node):
+                index.index_reads.append(node)
         elif kind is ast.Import or kind is ast.ImportFrom:
             index.imported.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
             if kind is ast.Import:
@@ -228,10 +234,27 @@ def call_arguments(call: ast.Call) -> list[ast.expr]:
     return [arg.value if type(arg) is ast.Starred else arg for arg in call.args] + [keyword.value for keyword in call.keywords]
 
 
-def has_sink(screening: "Screening", *kinds: str) -> bool:
+def has_sink(screening: "Screening", *kinds: str, at: Sequence[ast.AST] | None = None) -> bool:
     """Whether the device flow finds a sink of one of ``kinds`` in the file:
-    the screen of the rules that report at sinks."""
-    return any(sink.kind in kinds for sink in flow_for(screening).sinks())
+    the screen of the rules that report at sinks. ``at``: the only nodes
+    such sinks can form at (``index_reads``): then only the runs of the
+    scopes holding them are made (and what those runs ask for)."""
+    flow = flow_for(screening)
+    if at is None:
+        return any(sink.kind in kinds for sink in flow.sinks())
+    scopes = {}
+    for node in at:
+        scope = flow.index.scope_at((node.lineno, node.col_offset))
+        while scope.kind == "class":  # a class body runs in the scope around it
+            scope = scope.parent
+        scopes[scope.node] = scope
+    return bool(scopes) and any(sink.kind in kinds for sink in flow.sinks(scopes.values()))
+
+
+def index_reads(screening: "Screening") -> list[ast.Subscript]:
+    """The file's subscripts whose index may be a tensor: where the flow's
+    ``"index"`` and ``"index-relative"`` sinks form (``expressions.index_meets``)."""
+    return _ast_index(screening).index_reads
 
 
 def has_entry(screening: "Screening") -> bool:

@@ -89,11 +89,11 @@ class FileFlow:
         ref = self.value(node).ref
         return ref if type(ref) is str else None
 
-    def sinks(self) -> list[Sink]:
-        """Every place in the file where a value meets a device it does not
-        live on, in source order."""
+    def sinks(self, scopes=None) -> list[Sink]:
+        """Every place in the file (in ``scopes``' own code) where a value
+        meets a device it does not live on, in source order."""
         found: dict[tuple, Sink] = {}
-        for scope in self.index.scopes.values():
+        for scope in self.index.scopes.values() if scopes is None else scopes:
             if scope.kind == "class":
                 continue
             run = self._main(scope)

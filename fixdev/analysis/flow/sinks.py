@@ -197,6 +197,22 @@ def index_relative(run, table: Value, node: ast.Subscript, index_node: ast.AST, 
     return True
 
 
+def may_index_by_tensor(node: ast.Subscript) -> bool:
+    """Whether ``node``'s index may be a tensor that is not 0-dim, which only
+    ``index_meets`` asks: not a constant, a slice, a negated number (``x[-1]``)
+    or a tuple of those (``x[:, 0]``, ``x[..., None]``)."""
+    return not _plain_index(node.slice)
+
+
+def _plain_index(index: ast.AST) -> bool:
+    kind = type(index)
+    if kind is ast.Constant or kind is ast.Slice:
+        return True
+    if kind is ast.UnaryOp:
+        return type(index.operand) is ast.Constant
+    return kind is ast.Tuple and all(_plain_index(element) for element in index.elts)
+
+
 def _own_attribute(run, node: ast.AST) -> bool:
     """``node`` is ``self.X`` in a method of an ``nn.Module`` class."""
     info = run.cls_info
