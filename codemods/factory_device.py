@@ -204,15 +204,14 @@ class FactoryDevice(Rule):
         # runs are needed only for the first kind (most files a trigger
         # passes hold none: their factories make parameters and buffers, or
         # live in `forward`).
-        methods = [(call, _module_method(screening, flow, call)) for call in bare if ast_last_name(call.func) in SHORT_NAMES]
+        # A torch factory's name is rooted in a name a torch import binds
+        # (np.zeros, random.randint, a builtin range: none), as its qualified name is.
+        torch_names = analysis.torch_imported_names(screening)
+        methods = [(call, _module_method(screening, flow, call)) for call in bare if ast_last_name(call.func) in SHORT_NAMES and rooted_in(call.func, torch_names)]
         if any(method is None for _, method in methods) and analysis.has_sink(screening, *SINK_KINDS):
             return True
-        torch_names = analysis.torch_imported_names(screening)
         for call, _ in methods:
-            # visit_Call's: a torch factory (np.zeros, random.randint, a builtin range name none)
-            # in any method (libcst's facts may take more classes for modules than the flow's index)
-            if not rooted_in(call.func, torch_names):
-                continue
+            # visit_Call's, in any method (libcst's facts may take more classes for modules than the flow's index)
             method = analysis.method_holding(screening, call)
             if method is None or method.name == "__init__" or flow.value(call).flags & ZERO_DIM:
                 continue
