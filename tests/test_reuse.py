@@ -354,7 +354,7 @@ def test_triggers_tried_where_they_matched_before_answer_as_a_search(choice, key
     from fixdev.engine.registry import RuleInfo, _compiled
     from fixdev.engine.source import matches
 
-    patterns = [pattern for rule in all_rules() for pattern in _compiled(RuleInfo.of(rule).trigger if not isinstance(rule, RuleInfo) else rule.trigger)]
+    patterns = [branch for rule in all_rules() for branches in _compiled(RuleInfo.of(rule).trigger if not isinstance(rule, RuleInfo) else rule.trigger) for branch in branches]
     patterns += [re.compile(source) for source in (r"(?m)^x", r"\bx\b", r"(?<=\.)cuda", r"x\Z", r"\Ax", r"cuda(?!\()")]
     text = _script(choice)
     for where, typing, typed in [(0.0, True, "")] + keys:
