@@ -227,6 +227,11 @@ WHERE = [
     ("def gen(a, b):\n    yield a, b\nfor t, u in gen(torch.zeros(3), 1):\n    y = u\n#^ u", "unknown Unknown"),
     ("def gen(d):\n    yield torch.zeros(3).to(d)\nfor t in gen('cuda'):\n    y = t\n#^ t", "unknown Unknown"),
     ("def gen(a):\n    yield a\ndef f(x):\n    for t in gen(x):\n        y = t\n#^ t", "unknown Unknown"),
+    # an instance of the file's class whose __iter__ is a generator: what it makes on the host itself
+    ("class B:\n    def __iter__(self):\n        yield torch.zeros(3)\nfor t in B():\n    y = t\n#^ t", "tensor Host"),
+    ("class B:\n    def __init__(self, a):\n        self.a = a\n    def __iter__(self):\n        yield self.a\nfor t in B(torch.zeros(3)):\n    y = t\n#^ t", "unknown Unknown"),
+    ("class B:\n    def __init__(self, d):\n        self.device = d\n    def __iter__(self):\n        yield torch.zeros(3).to(self.device)\nfor t in B('cuda'):\n    y = t\n#^ t", "unknown Unknown"),
+    ("class B:\n    def __iter__(self):\n        return iter([torch.zeros(3)])\nfor t in B():\n    y = t\n#^ t", "unknown Unknown"),
     ("def f(n):\n    if n == 0:\n        return torch.zeros(3)\n    return f(n - 1)\nx = f(3)\n#^ x", "unknown Host|Unknown"),
     # facts flow into functions the file calls
     ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())", "tensor Device(t.device)"),

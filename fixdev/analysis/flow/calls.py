@@ -401,6 +401,22 @@ def dataset_item(run, cls: ast.ClassDef) -> Value | None:
     return host_item(item)
 
 
+def iterated_instance(run, cls: ast.ClassDef) -> Value:
+    """What ``for x in obj`` gives for an instance of the file's class whose
+    ``__iter__`` is a generator (a batch iterator written by hand): what its
+    ``yield``s give, their host tensors (``torch.randn`` there) on the host
+    and the rest not known (what the constructor was given lives where its
+    caller put it), as ``dataset_item`` reads ``__getitem__``; not known where
+    the class moves or names a device itself."""
+    method = run.flow.classes.method_of(cls, "__iter__")
+    if method is None or run.flow.mentions_device(cls):
+        return UNKNOWN_VALUE
+    summary = run.flow.symbolic(run.index.scopes[method])
+    if summary is None or not summary.generator or summary.yields is None:
+        return UNKNOWN_VALUE
+    return host_item(summary.yields)
+
+
 def generated(elements: Value) -> Value:
     """A call of a generator function of this file (``for x, y in
     batches(data):``), given ``elements``, what its ``yield``s give there:

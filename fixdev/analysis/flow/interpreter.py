@@ -326,6 +326,8 @@ class Run:
             return iterable
         if iterable.what is What.SCALAR:
             return SCALAR_VALUE
+        if type(iterable.ref) is Instance and iterable.ref.cls is not None and iterable.what is not What.MODULE:
+            return calls.iterated_instance(self, iterable.ref.cls)  # `for x in Batches(data):`
         return UNKNOWN_VALUE
 
 
