@@ -59,8 +59,9 @@ class UnmovedInput(Rule):
       passes make it a CPU tensor on every path (not where the generator
       moves it, or slices a caller's data); and what the `__iter__` of the
       file's class yields, where it makes CPU tensors itself (`for x in
-      Batches(4):` of `yield torch.from_numpy(self.rows[s:e])`; not what its
-      constructor was given, nor in a class that names or moves to a device);
+      Batches(4):` of `yield torch.from_numpy(self.rows[s:e])`), or what its
+      `__next__` returns where `__iter__` returns `self`; not what its
+      constructor was given, nor in a class that names or moves to a device;
     - what meets a caller's model that the code moves and calls: `model =
       model.to(device)` or `net.to(device)` of a parameter, then `model(x)`,
       or `self.model = model.to(device)` in a plain class (`x.to(self.device)`

@@ -232,6 +232,9 @@ WHERE = [
     ("class B:\n    def __init__(self, a):\n        self.a = a\n    def __iter__(self):\n        yield self.a\nfor t in B(torch.zeros(3)):\n    y = t\n#^ t", "unknown Unknown"),
     ("class B:\n    def __init__(self, d):\n        self.device = d\n    def __iter__(self):\n        yield torch.zeros(3).to(self.device)\nfor t in B('cuda'):\n    y = t\n#^ t", "unknown Unknown"),
     ("class B:\n    def __iter__(self):\n        return iter([torch.zeros(3)])\nfor t in B():\n    y = t\n#^ t", "unknown Unknown"),
+    # ... or whose __iter__ returns self beside a __next__: what __next__ returns
+    ("class B:\n    def __iter__(self):\n        return self\n    def __next__(self):\n        return torch.zeros(3)\nfor t in B():\n    y = t\n#^ t", "tensor Host"),
+    ("class B:\n    def __iter__(self):\n        return iter(self.rows)\n    def __next__(self):\n        return torch.zeros(3)\nfor t in B():\n    y = t\n#^ t", "unknown Unknown"),
     ("def f(n):\n    if n == 0:\n        return torch.zeros(3)\n    return f(n - 1)\nx = f(3)\n#^ x", "unknown Host|Unknown"),
     # facts flow into functions the file calls
     ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())", "tensor Device(t.device)"),

@@ -403,8 +403,9 @@ def dataset_item(run, cls: ast.ClassDef) -> Value | None:
 
 def iterated_instance(run, cls: ast.ClassDef) -> Value:
     """What ``for x in obj`` gives for an instance of the file's class whose
-    ``__iter__`` is a generator (a batch iterator written by hand): what its
-    ``yield``s give, their host tensors (``torch.randn`` there) on the host
+    ``__iter__`` is a generator (a batch iterator written by hand), or returns
+    ``self`` beside a ``__next__``: what its ``yield``s (or ``__next__``'s
+    returns) give, their host tensors (``torch.randn`` there) on the host
     and the rest not known (what the constructor was given lives where its
     caller put it), as ``dataset_item`` reads ``__getitem__``; not known where
     the class moves or names a device itself."""
@@ -412,9 +413,25 @@ def iterated_instance(run, cls: ast.ClassDef) -> Value:
     if method is None or run.flow.mentions_device(cls):
         return UNKNOWN_VALUE
     summary = run.flow.symbolic(run.index.scopes[method])
-    if summary is None or not summary.generator or summary.yields is None:
+    if summary is None:
         return UNKNOWN_VALUE
-    return host_item(summary.yields)
+    if summary.generator:
+        return host_item(summary.yields) if summary.yields is not None else UNKNOWN_VALUE
+    following = run.flow.classes.method_of(cls, "__next__")
+    if following is None or not _returns_only_self(method):
+        return UNKNOWN_VALUE
+    item = run.flow.returned(following)  # an iterator of its own: `__iter__` returns self, `__next__` each batch
+    return host_item(item) if item is not None else UNKNOWN_VALUE
+
+
+def _returns_only_self(method: ast.AST) -> bool:
+    """``def __iter__(self): ... return self``: every return gives the instance."""
+    args = method.args
+    positional = [*args.posonlyargs, *args.args]
+    if not positional:
+        return False
+    returns = [s for s in ast.walk(method) if type(s) is ast.Return]
+    return bool(returns) and all(type(r.value) is ast.Name and r.value.id == positional[0].arg for r in returns)
 
 
 def generated(elements: Value) -> Value:
