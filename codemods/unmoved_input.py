@@ -60,8 +60,10 @@ class UnmovedInput(Rule):
       moves it, or slices a caller's data); and what the `__iter__` of the
       file's class yields, where it makes CPU tensors itself (`for x in
       Batches(4):` of `yield torch.from_numpy(self.rows[s:e])`), or what its
-      `__next__` returns where `__iter__` returns `self`; not what its
-      constructor was given, nor in a class that names or moves to a device;
+      `__next__` returns where `__iter__` returns `self`, or, with no
+      `__iter__` and no base but `object` or `Dataset`, what `__getitem__`
+      gives (`for x, y in MyDataset(...):`); not what its constructor was
+      given, nor in a class that names or moves to a device;
     - what meets a caller's model that the code moves and calls: `model =
       model.to(device)` or `net.to(device)` of a parameter, then `model(x)`,
       or `self.model = model.to(device)` in a plain class (`x.to(self.device)`

@@ -235,6 +235,9 @@ WHERE = [
     # ... or whose __iter__ returns self beside a __next__: what __next__ returns
     ("class B:\n    def __iter__(self):\n        return self\n    def __next__(self):\n        return torch.zeros(3)\nfor t in B():\n    y = t\n#^ t", "tensor Host"),
     ("class B:\n    def __iter__(self):\n        return iter(self.rows)\n    def __next__(self):\n        return torch.zeros(3)\nfor t in B():\n    y = t\n#^ t", "unknown Unknown"),
+    # ... or with no __iter__ at all, read by index: a map-style dataset's items; not a dict's keys
+    ("class D:\n    def __getitem__(self, i):\n        return torch.zeros(3)\nfor t in D():\n    y = t\n#^ t", "tensor Host"),
+    ("class D(dict):\n    def __getitem__(self, i):\n        return torch.zeros(3)\nfor t in D():\n    y = t\n#^ t", "unknown Unknown"),
     ("def f(n):\n    if n == 0:\n        return torch.zeros(3)\n    return f(n - 1)\nx = f(3)\n#^ x", "unknown Host|Unknown"),
     # facts flow into functions the file calls
     ("def show(t):\n    return t\n#^ t\nshow(torch.zeros(3).cuda())", "tensor Device(t.device)"),

@@ -404,12 +404,15 @@ def dataset_item(run, cls: ast.ClassDef) -> Value | None:
 def iterated_instance(run, cls: ast.ClassDef) -> Value:
     """What ``for x in obj`` gives for an instance of the file's class whose
     ``__iter__`` is a generator (a batch iterator written by hand), or returns
-    ``self`` beside a ``__next__``: what its ``yield``s (or ``__next__``'s
-    returns) give, their host tensors (``torch.randn`` there) on the host
+    ``self`` beside a ``__next__``, or that has none and is read by index
+    (``dataset_item``): what its ``yield``s (or ``__next__``'s returns) give, their host tensors (``torch.randn`` there) on the host
     and the rest not known (what the constructor was given lives where its
     caller put it), as ``dataset_item`` reads ``__getitem__``; not known where
     the class moves or names a device itself."""
     method = run.flow.classes.method_of(cls, "__iter__")
+    if method is None and _iterated_by_index(run.flow, cls):
+        # no `__iter__`: Python reads obj[0], obj[1], ... (a map-style Dataset iterated by hand)
+        return dataset_item(run, cls) or UNKNOWN_VALUE
     if method is None or run.flow.mentions_device(cls):
         return UNKNOWN_VALUE
     summary = run.flow.symbolic(run.index.scopes[method])
@@ -422,6 +425,21 @@ def iterated_instance(run, cls: ast.ClassDef) -> Value:
         return UNKNOWN_VALUE
     item = run.flow.returned(following)  # an iterator of its own: `__iter__` returns self, `__next__` each batch
     return host_item(item) if item is not None else UNKNOWN_VALUE
+
+
+# Bases that give a class no `__iter__` of their own: iterating an instance reads its `__getitem__`.
+_NO_ITER_BASES = frozenset({"object", "builtins.object", "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})
+
+
+def _iterated_by_index(flow, cls: ast.ClassDef, depth: int = 0) -> bool:
+    """Whether ``cls`` and its bases leave iteration to ``__getitem__``: every
+    base is known and is one of the file's classes of that kind, ``object``
+    or torch's map-style ``Dataset`` (a ``dict`` or ``list`` subclass gives
+    its keys or items, an imported base may define ``__iter__``)."""
+    info = flow.index.classes.get(cls)
+    if info is None or depth > 8 or len(info.node.bases) != len(info.bases) + len(info.local_bases):
+        return False
+    return all(base in _NO_ITER_BASES for base in info.bases) and all(_iterated_by_index(flow, base, depth + 1) for base in info.local_bases)
 
 
 def _returns_only_self(method: ast.AST) -> bool:
