@@ -57,7 +57,11 @@ class FactoryDevice(Rule):
     module's parameters and buffers, or passed to a submodule, directly or
     through local variables. `x` is the tensor it meets when that is a
     parameter or `self` attribute chain, else the method's first tensor
-    parameter.
+    parameter. A factory a method returns (`return torch.triu(torch.ones(n,
+    n))`, or a name bound to it that the return reads), met on the module's
+    device by its caller (`scores.masked_fill(self.causal_mask(n), ...)`),
+    gets the device the flow names there where it is bound in the helper
+    (the module's own, `next(self.parameters()).device`).
 
     Outside module methods (scripts, functions, loss code), the device flow
     analysis finds a factory whose value meets a tensor or model on a device
@@ -208,16 +212,16 @@ class FactoryDevice(Rule):
         # (np.zeros, random.randint, a builtin range: none), as its qualified name is.
         torch_names = analysis.torch_imported_names(screening)
         methods = [(call, _module_method(screening, flow, call)) for call in bare if ast_last_name(call.func) in SHORT_NAMES and rooted_in(call.func, torch_names)]
-        if any(method is None for _, method in methods) and analysis.has_sink(screening, *SINK_KINDS):
-            return True
-        for call, _ in methods:
+        returned = False  # a module method's factory its method returns: visit_Module's where the walk finds no meeting
+        for call, module_method in methods:
             # visit_Call's, in any method (libcst's facts may take more classes for modules than the flow's index)
             method = analysis.method_holding(screening, call)
             if method is None or method.name == "__init__" or flow.value(call).flags & ZERO_DIM:
                 continue
             if _meets_device_tensor(flow, _Placed(flow, method), call, method, MAX_HOPS) is not None:
                 return True
-        return False
+            returned = returned or (module_method is not None and _returned(flow, call, module_method))
+        return (returned or any(method is None for _, method in methods)) and analysis.has_sink(screening, *SINK_KINDS)
 
     VALID = [
         # a 0-dim host tensor combines with device tensors legally
@@ -310,7 +314,8 @@ class FactoryDevice(Rule):
                     continue
                 if self._sibling_device(call) is not None:
                     continue  # visit_Call names the device its sibling was given
-                if facts.enclosing_method(call) is not None:
+                method = facts.enclosing_method(call)
+                if method is not None and not self._returned_unmet(flow, sink, origin, call, method[1]):
                     continue  # module methods: visit_Call below
                 if analysis.runs_without_cuda(facts, call):
                     continue  # `else:` of `if torch.cuda.is_available():`: nothing is on a GPU there
@@ -459,6 +464,19 @@ class FactoryDevice(Rule):
                 continue
             new_call = analysis.with_keyword_argument(call, "device", device)
             self.report(call, RELATIVE_MESSAGE, fix=[self.replace(call, new_call)], fix_message=f"Add `device={device}`", unsafe=_draws(call))
+
+    def _returned_unmet(self, flow: "FileFlow", sink, origin: ast.Call, call: cst.Call, func: cst.FunctionDef) -> bool:
+        """A factory in a module's method (not ``__init__``) that the method
+        returns, which visit_Call's walk finds meeting nothing there, met on
+        a device by its caller (``self.causal_mask(n)`` as a mask of scores):
+        the flow's meeting is this rule's, on a device (not a relative one,
+        whose device is named where the meeting is)."""
+        if sink.kind == "relative" or func.name.value == "__init__" or flow.value(origin).flags & ZERO_DIM:
+            return False
+        function = flow.function_at(self.span(func.name)[0])
+        if function is None or not _returned(flow, origin, function):
+            return False
+        return _meets_device_tensor(flow, _Placed(flow, function), origin, function, MAX_HOPS) is None
 
     def _device_source(self, met: ast.expr | None, func: cst.FunctionDef) -> str | None:
         """The tensor whose ``.device`` to use: the one met, when it is sure to
@@ -620,6 +638,22 @@ def _scaled(parent: cst.CSTNode | None, child: cst.CSTNode) -> bool:
         return False
     other = parent.right if parent.left is child else parent.left
     return _numberish(other)
+
+
+def _returned(flow: "FileFlow", call: ast.Call, function: ast.AST) -> bool:
+    """``call`` is in ``function``'s own ``return`` statement, or bound to a
+    name there that a ``return`` of the function reads (``mask = ...;
+    return mask.triu(1)``)."""
+    parents = analysis.ast_parents(flow)
+    node = parents.get(call)
+    while node is not None and not isinstance(node, ast.stmt):
+        node = parents.get(node)
+    if type(node) is ast.Return:
+        return True
+    if type(node) is not ast.Assign or len(node.targets) != 1 or type(node.targets[0]) is not ast.Name:
+        return False
+    name = node.targets[0].id
+    return any(type(sub) is ast.Return and sub.value is not None and any(type(n) is ast.Name and n.id == name for n in ast.walk(sub.value)) for sub in ast.walk(function))
 
 
 def _module_method(screening, flow: "FileFlow", call: ast.Call) -> ast.FunctionDef | None:
