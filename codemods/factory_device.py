@@ -61,7 +61,8 @@ class FactoryDevice(Rule):
     n))`, or a name bound to it that the return reads), met on the module's
     device by its caller (`scores.masked_fill(self.causal_mask(n), ...)`),
     gets the device the flow names there where it is bound in the helper
-    (the module's own, `next(self.parameters()).device`).
+    (the module's own, `next(self.parameters()).device`), when the file
+    calls that helper once (another caller may want the tensor on the host).
 
     Outside module methods (scripts, functions, loss code), the device flow
     analysis finds a factory whose value meets a tensor or model on a device
@@ -470,11 +471,17 @@ class FactoryDevice(Rule):
         returns, which visit_Call's walk finds meeting nothing there, met on
         a device by its caller (``self.causal_mask(n)`` as a mask of scores):
         the flow's meeting is this rule's, on a device (not a relative one,
-        whose device is named where the meeting is)."""
+        whose device is named where the meeting is). Only for a helper the
+        file calls once."""
         if sink.kind == "relative" or func.name.value == "__init__" or flow.value(origin).flags & ZERO_DIM:
             return False
         function = flow.function_at(self.span(func.name)[0])
         if function is None or not _returned(flow, origin, function):
+            return False
+        # one caller, the one that meets the device: another might want the
+        # tensor on the host (`self.lengths(n).numpy()`), which device= would break
+        mentions = flow.mentions()
+        if mentions is None or len(mentions.occurrences.get(function.name, ())) != 1:
             return False
         return _meets_device_tensor(flow, _Placed(flow, function), origin, function, MAX_HOPS) is None
 
