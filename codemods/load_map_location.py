@@ -232,6 +232,8 @@ class LoadMapLocation(Rule):
         ),
     ]
     INVALID = [
+        # torch re-exported by a module of the project
+        Invalid("from common import torch\nstate = torch.load('model.pt')\n", "from common import torch\nstate = torch.load('model.pt', map_location=\"cpu\")\n"),
         Invalid(
             "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.device = torch.device('cuda')\n    @classmethod\n    def restored(cls, path):\n        net = cls()\n"

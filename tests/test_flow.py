@@ -227,6 +227,9 @@ WHERE = [
     ("def gen(a, b):\n    yield a, b\nfor t, u in gen(torch.zeros(3), 1):\n    y = u\n#^ u", "unknown Unknown"),
     ("def gen(d):\n    yield torch.zeros(3).to(d)\nfor t in gen('cuda'):\n    y = t\n#^ t", "unknown Unknown"),
     ("def gen(a):\n    yield a\ndef f(x):\n    for t in gen(x):\n        y = t\n#^ t", "unknown Unknown"),
+    # torch re-exported by a module of the project is torch
+    ("from common import torch\nx = torch.zeros(3)\n#^ x", "tensor Host"),
+    ("from .common import torch as th\nx = th.zeros(3).cuda()\n#^ x", "tensor Device(None)"),
     # an instance of the file's class whose __iter__ is a generator: what it makes on the host itself
     ("class B:\n    def __iter__(self):\n        yield torch.zeros(3)\nfor t in B():\n    y = t\n#^ t", "tensor Host"),
     ("class B:\n    def __init__(self, a):\n        self.a = a\n    def __iter__(self):\n        yield self.a\nfor t in B(torch.zeros(3)):\n    y = t\n#^ t", "unknown Unknown"),

@@ -220,6 +220,8 @@ def _statement_index(statement: ast.AST) -> tuple[_AstIndex, dict]:
                 index.torch_imported.add("*")
             elif not node.level and node.module is not None and (node.module == "torch" or node.module.startswith("torch.")):
                 index.torch_imported.update(alias.asname or alias.name for alias in node.names)
+            else:  # torch re-exported by a module of the project (`from common import torch`)
+                index.torch_imported.update(alias.asname or alias.name for alias in node.names if alias.name == "torch")
         in_class = kind is ast.ClassDef
         for child in ast_children(node):
             parents[child] = node

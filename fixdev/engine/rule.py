@@ -152,8 +152,12 @@ class FileIndex:
                 target = path if alias.asname else name
             else:
                 name = alias.asname.name.value if alias.asname else alias.name.value
-                # a relative import never names torch: "" stands for "no torch name"
+                # a relative import never names torch: "" stands for "no torch name";
+                # but `torch` itself re-exported by a module of the project is torch
+                # (`from common import torch`: no module names another thing `torch`)
                 target = "" if node.relative or node.module is None else f"{dotted(node.module)}.{alias.name.value}"
+                if alias.name.value == "torch" and not (target.startswith("torch.") and target != "torch.torch"):
+                    target = "torch"
             self.imported.add(name)
             self._targets.setdefault(name, set()).add(target)
             if top_level:

@@ -11,7 +11,11 @@ from fixdev.engine.ast_reuse import CHILDREN
 
 def imported_name(node: ast.ImportFrom, name: str) -> str:
     """The qualified name ``from M import name`` binds: ``.mod.f`` for both
-    ``from .mod import f`` and ``from . import mod`` then ``mod.f``."""
+    ``from .mod import f`` and ``from . import mod`` then ``mod.f``; ``torch``
+    for ``torch`` a module of the project re-exports (``from common import
+    torch``: no module names another thing ``torch``)."""
+    if name == "torch" and node.module != "torch":
+        return "torch"
     module = "." * node.level + (node.module or "")
     return f"{module}.{name}" if node.module else module + name
 
