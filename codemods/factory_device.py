@@ -16,7 +16,6 @@ from fixdev.analysis import file_analysis as analysis, placement
 from fixdev.analysis.file_analysis import MOVES, TENSOR_METHODS
 from fixdev.analysis.flow import HOST, ZERO_DIM, Device, SameAs, What
 from fixdev.analysis.flow.evidence import rebound_tensors, tensor_root
-from fixdev.analysis.flow.syntax import chain_of
 
 if TYPE_CHECKING:
     from fixdev.analysis.flow import FileFlow
@@ -212,17 +211,21 @@ class FactoryDevice(Rule):
         # A torch factory's name is rooted in a name a torch import binds
         # (np.zeros, random.randint, a builtin range: none), as its qualified name is.
         torch_names = analysis.torch_imported_names(screening)
-        methods = [(call, _module_method(screening, flow, call)) for call in bare if ast_last_name(call.func) in SHORT_NAMES and rooted_in(call.func, torch_names)]
+        outside = False  # a factory outside a module's methods: visit_Module's
         returned = False  # a module method's factory its method returns: visit_Module's where the walk finds no meeting
-        for call, module_method in methods:
+        for call in bare:
+            if ast_last_name(call.func) not in SHORT_NAMES or not rooted_in(call.func, torch_names):
+                continue
             # visit_Call's, in any method (libcst's facts may take more classes for modules than the flow's index)
             method = analysis.method_holding(screening, call)
+            in_a_module = _of_a_module(flow, method)
+            outside = outside or not in_a_module
             if method is None or method.name == "__init__" or flow.value(call).flags & ZERO_DIM:
                 continue
             if _meets_device_tensor(flow, _Placed(flow, method), call, method, MAX_HOPS) is not None:
                 return True
-            returned = returned or (module_method is not None and _returned(flow, call, module_method))
-        return (returned or any(method is None for _, method in methods)) and analysis.has_sink(screening, *SINK_KINDS)
+            returned = returned or (in_a_module and _returned(flow, call, method))
+        return (returned or outside) and analysis.has_sink(screening, *SINK_KINDS)
 
     VALID = [
         # a 0-dim host tensor combines with device tensors legally
@@ -663,18 +666,16 @@ def _returned(flow: "FileFlow", call: ast.Call, function: ast.AST) -> bool:
     return any(type(sub) is ast.Return and sub.value is not None and any(type(n) is ast.Name and n.id == name for n in ast.walk(sub.value)) for sub in ast.walk(function))
 
 
-def _module_method(screening, flow: "FileFlow", call: ast.Call) -> ast.FunctionDef | None:
-    """The method holding ``call`` where it is one ``enclosing_method`` finds:
-    of a class the flow's index takes for an ``nn.Module`` (libcst's facts
-    do too: ``FileAnalysis._flow_module``), binding ``self``; else None."""
-    method = analysis.method_holding(screening, call)
-    if method is None or not (method.args.posonlyargs or method.args.args):
-        return None
-    if any(chain_of(d) in ("classmethod", "staticmethod") for d in method.decorator_list):
-        return None
-    owner = analysis.ast_parents(flow).get(method)
-    info = flow.index.classes.get(owner) if type(owner) is ast.ClassDef else None
-    return method if info is not None and info.is_module and owner.bases else None
+def _of_a_module(flow: "FileFlow", method: ast.AST | None) -> bool:
+    """``method`` is one ``enclosing_method`` finds: it binds ``self`` (the
+    flow's scope says so, as libcst's ``binds_self``) in a class the flow's
+    index takes for an ``nn.Module`` (libcst's facts do too:
+    ``FileAnalysis._flow_module``)."""
+    scope = flow.index.scopes.get(method) if method is not None else None
+    if scope is None or not scope.self_name or scope.cls is None:
+        return False
+    info = flow.index.classes.get(scope.cls)
+    return info is not None and info.is_module and bool(scope.cls.bases)
 
 
 def _ast_scaled(parent: ast.AST | None, child: ast.AST) -> bool:

@@ -156,8 +156,8 @@ class FileIndex:
                 # but `torch` itself re-exported by a module of the project is torch
                 # (`from common import torch`: no module names another thing `torch`)
                 target = "" if node.relative or node.module is None else f"{dotted(node.module)}.{alias.name.value}"
-                if alias.name.value == "torch" and not (target.startswith("torch.") and target != "torch.torch"):
-                    target = "torch"
+                if alias.name.value == "torch" and (node.module is None or dotted(node.module) != "torch"):
+                    target = "torch"  # as the flow's ``imported_name`` reads it
             self.imported.add(name)
             self._targets.setdefault(name, set()).add(target)
             if top_level:

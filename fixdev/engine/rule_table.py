@@ -2,7 +2,7 @@
 Each rule's (code, name, group, trigger, module, class, explicit), read by
 ``fixdev.engine.registry`` while FINGERPRINT matches the rules' sources."""
 
-FINGERPRINT = 'c8d1be1d023d12a4b4c3'
+FINGERPRINT = '1a0ac830209df4ffe421'
 RULES = (
     ('FDV100', 'unused-noqa', 'noqa', ('(?i)#\\s*noqa\\s*:',), 'unused_noqa', 'UnusedNoqa', True),
     ('FDV101', 'like-factory', 'mismatch', ('\\.(?:shape\\b|size\\s*\\()', '(?:ones|zeros|empty|rand|randn|full|randint)\\s*\\([^()]*\\.(?:shape\\b|size\\s*\\()'), 'like_factory', 'LikeFactory', False),

@@ -405,8 +405,9 @@ def iterated_instance(run, cls: ast.ClassDef) -> Value:
     """What ``for x in obj`` gives for an instance of the file's class whose
     ``__iter__`` is a generator (a batch iterator written by hand), or returns
     ``self`` beside a ``__next__``, or that has none and is read by index
-    (``dataset_item``): what its ``yield``s (or ``__next__``'s returns) give, their host tensors (``torch.randn`` there) on the host
-    and the rest not known (what the constructor was given lives where its
+    (``dataset_item``): what its ``yield``s (or ``__next__``'s returns)
+    give, their host tensors (``torch.randn`` there) on the host and the
+    rest not known (what the constructor was given lives where its
     caller put it), as ``dataset_item`` reads ``__getitem__``; not known where
     the class moves or names a device itself."""
     method = run.flow.classes.method_of(cls, "__iter__")
@@ -421,7 +422,7 @@ def iterated_instance(run, cls: ast.ClassDef) -> Value:
     if summary.generator:
         return host_item(summary.yields) if summary.yields is not None else UNKNOWN_VALUE
     following = run.flow.classes.method_of(cls, "__next__")
-    if following is None or not _returns_only_self(method):
+    if following is None or not _returns_only(method, run.index.scopes[method].self_name):
         return UNKNOWN_VALUE
     item = run.flow.returned(following)  # an iterator of its own: `__iter__` returns self, `__next__` each batch
     return host_item(item) if item is not None else UNKNOWN_VALUE
@@ -442,14 +443,10 @@ def _iterated_by_index(flow, cls: ast.ClassDef, depth: int = 0) -> bool:
     return all(base in _NO_ITER_BASES for base in info.bases) and all(_iterated_by_index(flow, base, depth + 1) for base in info.local_bases)
 
 
-def _returns_only_self(method: ast.AST) -> bool:
+def _returns_only(method: ast.AST, self_name: str | None) -> bool:
     """``def __iter__(self): ... return self``: every return gives the instance."""
-    args = method.args
-    positional = [*args.posonlyargs, *args.args]
-    if not positional:
-        return False
     returns = [s for s in ast.walk(method) if type(s) is ast.Return]
-    return bool(returns) and all(type(r.value) is ast.Name and r.value.id == positional[0].arg for r in returns)
+    return self_name is not None and bool(returns) and all(type(r.value) is ast.Name and r.value.id == self_name for r in returns)
 
 
 def generated(elements: Value) -> Value:
